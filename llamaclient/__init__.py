@@ -1,0 +1,87 @@
+"""llamaclient: the asyncio streaming client for llama.cpp's llama-server."""
+
+from ._assembler import Assembler
+from ._body import build_body
+from ._completion import Completion, FinishReason, Timings, Usage
+from ._config import Config
+from ._errors import (
+    BusyError,
+    ConnectError,
+    ContextOverflowError,
+    HTTPStatusError,
+    InferError,
+    LoadTimeoutError,
+    ProtocolError,
+    ServerError,
+    StalledError,
+    StreamClosedEarlyError,
+    ThinkingOverrunError,
+    WaitTimeoutError,
+)
+from ._events import (
+    ArgumentDelta,
+    ChatEvent,
+    Content,
+    Progress,
+    Queued,
+    Reasoning,
+    Retrying,
+    ThinkingCapped,
+    ToolCallDelta,
+    ToolCallDone,
+    Waiting,
+)
+from ._messages import (
+    AssistantMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSchema,
+    UserMessage,
+)
+from ._request import ChatRequest
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArgumentDelta",
+    "Assembler",
+    "AssistantMessage",
+    "BusyError",
+    "ChatEvent",
+    "ChatMessage",
+    "ChatRequest",
+    "Completion",
+    "Config",
+    "ConnectError",
+    "Content",
+    "ContextOverflowError",
+    "FinishReason",
+    "HTTPStatusError",
+    "InferError",
+    "LoadTimeoutError",
+    "Progress",
+    "ProtocolError",
+    "Queued",
+    "Reasoning",
+    "Retrying",
+    "ServerError",
+    "StalledError",
+    "StreamClosedEarlyError",
+    "SystemMessage",
+    "ThinkingCapped",
+    "ThinkingOverrunError",
+    "Timings",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallDone",
+    "ToolMessage",
+    "ToolSchema",
+    "Usage",
+    "UserMessage",
+    "WaitTimeoutError",
+    "Waiting",
+    "__version__",
+    "build_body",
+]

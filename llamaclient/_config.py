@@ -1,0 +1,57 @@
+"""Client configuration: where the server is, body defaults, and the client's policies."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = ["Config"]
+
+
+class Config(msgspec.Struct, frozen=True):
+    """Where the server is and how the client behaves.
+
+    Body defaults (``max_tokens``, ``temperature``, ``top_p``, ``top_k``) apply when a request
+    leaves them None. Policies (all seconds unless said):
+
+    - ``connect_timeout``: to open a TCP connection.
+    - ``wait_timeout``: from sending to the response headers. llama-server sends nothing while
+      a request is queued or deferred, or the model wakes from sleep. None waits forever.
+    - ``stall_timeout``: once streaming, the longest silence (no bytes at all). None: forever.
+    - ``load_timeout``: how long to wait for a model that is loading (503 ``Loading model``).
+    - ``max_retries``: safe retries before any output (refused/reset connection, 503, 429).
+    - ``retry_backoff``/``retry_max_backoff``: exponential backoff base and cap, with jitter.
+    - ``thinking_budget``: reasoning tokens before the client ends the reasoning (None: no cap);
+      ``thinking_grace``: tokens allowed past it before ``ThinkingOverrunError``.
+    - ``transport``: ``"aiohttp"`` (fast, the default) or ``"httpx"`` (httpx's own transport).
+
+    The API key is sent only to ``base_url`` and never appears in a repr.
+    """
+
+    base_url: str
+    model: str = ""
+    api_key: str | None = msgspec.field(default=None)
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    connect_timeout: float = 10.0
+    wait_timeout: float | None = 600.0
+    stall_timeout: float | None = 120.0
+    load_timeout: float = 600.0
+    max_retries: int = 3
+    retry_backoff: float = 0.25
+    retry_max_backoff: float = 8.0
+    thinking_budget: int | None = None
+    thinking_grace: int = 64
+    transport: Literal["aiohttp", "httpx"] = "aiohttp"
+
+    def __repr__(self) -> str:
+        fields = []
+        for name in self.__struct_fields__:
+            value = getattr(self, name)
+            if name == "api_key" and value is not None:
+                value = "***"
+            fields.append(f"{name}={value!r}")
+        return f"Config({', '.join(fields)})"
