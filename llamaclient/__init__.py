@@ -2,6 +2,7 @@
 
 from ._assembler import Assembler
 from ._body import build_body
+from ._client import Client
 from ._completion import Completion, FinishReason, Timings, Usage
 from ._config import Config
 from ._errors import (
@@ -41,10 +42,13 @@ from ._messages import (
     UserMessage,
 )
 from ._request import ChatRequest
+from ._stream import ChatStream
+from ._transport import AiohttpTransport, HttpxTransport, Response, Transport, TransportError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AiohttpTransport",
     "ArgumentDelta",
     "Assembler",
     "AssistantMessage",
@@ -52,12 +56,15 @@ __all__ = [
     "ChatEvent",
     "ChatMessage",
     "ChatRequest",
+    "ChatStream",
+    "Client",
     "Completion",
     "Config",
     "ConnectError",
     "Content",
     "ContextOverflowError",
     "FinishReason",
+    "HttpxTransport",
     "HTTPStatusError",
     "InferError",
     "LoadTimeoutError",
@@ -65,6 +72,7 @@ __all__ = [
     "ProtocolError",
     "Queued",
     "Reasoning",
+    "Response",
     "Retrying",
     "ServerError",
     "StalledError",
@@ -78,6 +86,8 @@ __all__ = [
     "ToolCallDone",
     "ToolMessage",
     "ToolSchema",
+    "Transport",
+    "TransportError",
     "Usage",
     "UserMessage",
     "WaitTimeoutError",

@@ -36,7 +36,7 @@ import msgspec
 
 from ._completion import Completion, FinishReason, Timings, Usage
 from ._errors import ProtocolError, ServerError, StreamClosedEarlyError
-from ._events import ChatEvent, Content, Progress, Reasoning, ToolCallDelta, ToolCallDone
+from ._events import ChatEvent, Content, Reasoning, ToolCallDelta, ToolCallDone
 from ._messages import ToolCall
 from ._wire import (
     ANY_DECODER,

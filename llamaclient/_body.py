@@ -25,7 +25,14 @@ from typing import Any, Literal
 import msgspec
 
 from ._config import Config
-from ._messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from ._messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSchema,
+    UserMessage,
+)
 from ._request import ChatRequest, LogitBias
 
 __all__ = ["build_body"]
@@ -164,7 +171,8 @@ def _message(message: object, position: int) -> _Message:
 
 def _text(content: object, position: int) -> str:
     if not isinstance(content, str):
-        raise ValueError(f"messages[{position}].content must be a str, not {type(content).__name__}")
+        kind = type(content).__name__
+        raise ValueError(f"messages[{position}].content must be a str, not {kind}")
     return content
 
 
@@ -180,9 +188,9 @@ def _tool_call(call: ToolCall, position: int) -> Any:
 
 
 def _tool(tool: object) -> _Tool:
-    if not isinstance(tool, msgspec.Struct) or not hasattr(tool, "parameters"):
+    if not isinstance(tool, ToolSchema):
         raise ValueError(f"tools must hold ToolSchema values, not {type(tool).__name__}")
-    name, params = getattr(tool, "name", None), tool.parameters
+    name, params = tool.name, tool.parameters
     if not isinstance(params, Mapping) or params.get("type", "object") != "object":
         raise ValueError(
             f"tool {name!r}: parameters must be a JSON Schema object "

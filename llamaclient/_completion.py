@@ -11,7 +11,7 @@ from ._messages import AssistantMessage, ToolCall
 __all__ = ["Completion", "FinishReason", "Timings", "Usage"]
 
 
-class FinishReason(str, enum.Enum):
+class FinishReason(enum.StrEnum):
     """Why generation ended: the model stopped, it called tools, or a token limit hit."""
 
     STOP = "stop"

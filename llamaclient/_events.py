@@ -19,8 +19,6 @@ Events are frozen: never filled in later.
 
 from __future__ import annotations
 
-from typing import Union
-
 import msgspec
 
 from ._messages import ToolCall
@@ -119,15 +117,15 @@ class Retrying(msgspec.Struct, frozen=True, gc=False):
     error: str
 
 
-ChatEvent = Union[
-    Queued,
-    Waiting,
-    Progress,
-    Reasoning,
-    Content,
-    ToolCallDelta,
-    ToolCallDone,
-    ArgumentDelta,
-    ThinkingCapped,
-    Retrying,
-]
+ChatEvent = (
+    Queued
+    | Waiting
+    | Progress
+    | Reasoning
+    | Content
+    | ToolCallDelta
+    | ToolCallDone
+    | ArgumentDelta
+    | ThinkingCapped
+    | Retrying
+)

@@ -7,7 +7,7 @@ as it arrived (use :meth:`Completion.message`), so the server's prompt cache hit
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 
@@ -70,4 +70,4 @@ class ToolMessage(msgspec.Struct, frozen=True):
     content: str
 
 
-ChatMessage = Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage]
+ChatMessage = SystemMessage | UserMessage | AssistantMessage | ToolMessage

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import msgspec
 
@@ -12,7 +12,7 @@ from ._messages import ChatMessage, ToolSchema
 __all__ = ["ChatRequest", "LogitBias", "ToolChoice"]
 
 ToolChoice = Literal["auto", "none", "required"]
-LogitBias = Union[Mapping[Union[int, str], float], Sequence[tuple[Union[int, str], float]]]
+LogitBias = Mapping[int | str, float] | Sequence[tuple[int | str, float]]
 
 
 class ChatRequest(msgspec.Struct, frozen=True):

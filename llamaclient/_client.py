@@ -1,0 +1,268 @@
+"""Client: one connection pool to one llama-server, and the policies around a chat request.
+
+Policies live here, never in the pure core: per-slot ordering, the busy-slot check, waiting
+for a loading model, safe retries with backoff, the wait (time-to-headers) timeout, and the
+thinking-budget control call. ``ChatStream`` is the per-request loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+import msgspec
+
+from ._body import build_body
+from ._completion import Completion
+from ._config import Config
+from ._errors import (
+    BusyError,
+    ConnectError,
+    ContextOverflowError,
+    HTTPStatusError,
+    LoadTimeoutError,
+    WaitTimeoutError,
+)
+from ._events import ChatEvent, Queued, Retrying, Waiting
+from ._request import ChatRequest
+from ._retry import RETRYABLE_STATUS, backoff_seconds, retry_after_seconds
+from ._slots import SlotQueue
+from ._stream import ChatStream
+from ._transport import AiohttpTransport, HttpxTransport, Response, Transport, TransportError
+
+__all__ = ["Client"]
+
+_JSON = msgspec.json.Decoder()
+
+
+class _ErrorBody(msgspec.Struct):
+    message: str = ""
+    type: str = ""
+    n_prompt_tokens: int = 0
+    n_ctx: int = 0
+
+
+class _ErrorEnvelope(msgspec.Struct):
+    error: _ErrorBody
+
+
+_ERROR_DECODER = msgspec.json.Decoder(_ErrorEnvelope)
+
+
+class Client:
+    """An asyncio client for one llama-server.
+
+    ``Client(config)`` uses the fast aiohttp transport; pass ``http_client=`` to run over your
+    own ``httpx.AsyncClient`` instead (it is not closed by us), or ``transport=`` for any
+    :class:`~llamaclient._transport.Transport`. Use ``async with Client(...) as client``.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+        transport: Transport | None = None,
+    ) -> None:
+        self.config = config
+        base = config.base_url.rstrip("/")
+        self._base = base[:-3] if base.endswith("/v1") else base
+        if transport is not None:
+            self._transport: Transport = transport
+        elif http_client is not None or config.transport == "httpx":
+            self._transport = HttpxTransport(http_client, config.connect_timeout)
+        else:
+            self._transport = AiohttpTransport(config.connect_timeout)
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if config.api_key:
+            headers["Authorization"] = f"Bearer {config.api_key}"
+        self._headers: Mapping[str, str] = headers
+        self._slots = SlotQueue()
+
+    def __repr__(self) -> str:
+        return f"Client(base_url={self._base!r}, transport={type(self._transport).__name__})"
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    # -- chat --------------------------------------------------------------------------------
+    def chat(self, request: ChatRequest) -> ChatStream:
+        """Stream one chat: ``async for event in client.chat(request)``. The body is built
+        (and bad requests raise ``ValueError``) right here, before any network."""
+        build_body(self.config, request)
+        return ChatStream(self, request)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        """Run one chat to its end and return the Completion."""
+        return await self.chat(request).collect()
+
+    # -- helpers -----------------------------------------------------------------------------
+    async def health(self) -> dict[str, Any]:
+        """``GET /health``: ``{"status": "ok"}`` once the model is loaded."""
+        result: dict[str, Any] = await self._get_json("/health")
+        return result
+
+    async def props(self) -> dict[str, Any]:
+        """``GET /props``: slots, context size, chat template and its capabilities."""
+        result: dict[str, Any] = await self._get_json("/props")
+        return result
+
+    async def slots(self) -> list[dict[str, Any]]:
+        """``GET /slots``: one object per slot (``id``, ``is_processing``, ...)."""
+        result: list[dict[str, Any]] = await self._get_json("/slots")
+        return result
+
+    # -- internals ---------------------------------------------------------------------------
+    async def _request(self, method: str, path: str, body: bytes | None = None) -> Response:
+        """One request; a stale pooled connection is retried once on a fresh one (nothing
+        reached the model, so that is always safe)."""
+        url = self._base + path
+        try:
+            return await self._transport.send(method, url, self._headers, body)
+        except TransportError as exc:
+            if exc.kind != "disconnected":
+                raise
+        return await self._transport.send(method, url, self._headers, body)
+
+    async def _get_json(self, path: str) -> Any:
+        try:
+            response = await self._request("GET", path)
+        except TransportError as exc:
+            raise ConnectError(f"GET {path}: {exc}") from exc
+        try:
+            data = await response.aread()
+        finally:
+            await response.aclose()
+        if response.status >= 400:
+            raise _status_error(response.status, data)
+        return _JSON.decode(data)
+
+    async def _end_reasoning(self, completion_id: str | None) -> bool:
+        """Ask the server to end the reasoning of ``completion_id`` now."""
+        if not completion_id:
+            return False
+        body: dict[str, str] = {"id": completion_id, "action": "reasoning_end"}
+        if self.config.model:
+            body["model"] = self.config.model
+        try:
+            response = await self._request(
+                "POST", "/v1/chat/completions/control", msgspec.json.encode(body)
+            )
+            try:
+                data = await response.aread()
+            finally:
+                await response.aclose()
+        except TransportError:
+            return False
+        return response.status == 200 and b'"success":true' in data
+
+    async def _slot_busy(self, slot: int) -> bool:
+        try:
+            slots = await self.slots()
+        except (HTTPStatusError, ConnectError, msgspec.DecodeError):
+            return False  # /slots disabled or unreachable: let the server queue us
+        if not slots:
+            return False
+        entry = slots[slot % len(slots)]
+        return bool(entry.get("is_processing"))
+
+    async def _open(
+        self, request: ChatRequest, ticket: object | None
+    ) -> AsyncIterator[list[ChatEvent] | Response]:
+        """Yield waiting events, then the streaming Response (status < 300). The caller holds
+        ``ticket`` (its place in the slot's line) until the stream ends."""
+        slot = request.slot
+        if slot is not None and ticket is not None:
+            async for ahead in self._slots.wait_turn(slot, ticket):
+                yield [Queued(ahead)]
+            if await self._slot_busy(slot):
+                if not request.wait:
+                    raise BusyError(f"slot {slot} is busy")
+                yield [Waiting(slot_busy=True)]
+        async for item in self._attempts(request):
+            yield item
+
+    async def _attempts(self, request: ChatRequest) -> AsyncIterator[list[ChatEvent] | Response]:
+        config = self.config
+        body = build_body(config, request)
+        attempt = 0
+        loading_since: float | None = None
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                async with asyncio.timeout(config.wait_timeout):
+                    response = await self._request("POST", "/v1/chat/completions", body)
+            except TimeoutError:
+                raise WaitTimeoutError(
+                    f"no response headers within {config.wait_timeout} s"
+                ) from None
+            except TransportError as exc:
+                error = f"{exc}"
+                retry_after = None
+                if attempt >= config.max_retries:
+                    raise ConnectError(error) from exc
+            else:
+                if response.status < 300:
+                    yield response
+                    return
+                try:
+                    data = await response.aread()
+                except TransportError:
+                    data = b""
+                finally:
+                    await response.aclose()
+                if response.status == 503 and b"Loading model" in data:
+                    if loading_since is None:
+                        loading_since = loop.time()
+                        yield [Waiting(slot_busy=False)]
+                    await self._wait_loaded(loading_since)
+                    continue
+                if response.status not in RETRYABLE_STATUS or attempt >= config.max_retries:
+                    raise _status_error(response.status, data)
+                error = f"HTTP {response.status}"
+                retry_after = retry_after_seconds(response.header("retry-after"))
+            attempt += 1
+            delay = backoff_seconds(
+                attempt, config.retry_backoff, config.retry_max_backoff, retry_after
+            )
+            yield [Retrying(attempt, int(delay * 1000), error)]
+            await asyncio.sleep(delay)
+
+    async def _wait_loaded(self, since: float) -> None:
+        """Poll ``/health`` with backoff until the model is loaded, or ``load_timeout``."""
+        loop = asyncio.get_running_loop()
+        delay = 0.05
+        while True:
+            if loop.time() - since > self.config.load_timeout:
+                raise LoadTimeoutError(
+                    f"the model was still loading after {self.config.load_timeout} s"
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            try:
+                response = await self._request("GET", "/health")
+                await response.aread()
+                await response.aclose()
+            except TransportError:
+                continue
+            if response.status == 200:
+                return
+
+
+def _status_error(status: int, data: bytes) -> HTTPStatusError:
+    text = data.decode("utf-8", "replace")
+    try:
+        error = _ERROR_DECODER.decode(data).error
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return HTTPStatusError(status, text)
+    if error.type == "exceed_context_size_error":
+        return ContextOverflowError(status, text, error.n_prompt_tokens, error.n_ctx)
+    return HTTPStatusError(status, text)

@@ -1,0 +1,44 @@
+"""When a failed attempt may be repeated, and how long to wait first. Pure.
+
+A request is retried only while nothing was generated: the connection was refused or reset
+before any response, or the server answered 429, 502, 503 (not ``Loading model``, which has
+its own wait) or 504 before the first byte of a body. A 500 is never retried: llama-server
+returns many plain input errors as 500.
+"""
+
+from __future__ import annotations
+
+import random
+from email.utils import parsedate_to_datetime
+
+__all__ = ["RETRYABLE_STATUS", "backoff_seconds", "retry_after_seconds"]
+
+RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+
+
+def backoff_seconds(
+    attempt: int, base: float, cap: float, retry_after: float | None = None,
+    rng: random.Random | None = None,
+) -> float:
+    """Full-jitter exponential backoff for ``attempt`` (1, 2, ...), never below Retry-After."""
+    ceiling = min(cap, base * (2 ** (attempt - 1)))
+    delay = (rng or random).uniform(ceiling / 2, ceiling)
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, cap * 8))
+    return delay
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Parse a ``Retry-After`` header: delta seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    import time
+
+    return max(0.0, when.timestamp() - (now if now is not None else time.time()))
