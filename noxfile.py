@@ -1,0 +1,69 @@
+"""Developer sessions (modelled on hynek/stamina's noxfile).
+
+``nox -s tests`` unit suite · ``nox -s live`` live suite on a real llama-server ·
+``nox -s lint`` ruff · ``nox -s typecheck`` mypy --strict · ``nox -s bench`` the benchmark
+table · ``nox -s record`` re-record ``recordings/`` · ``nox -s demo`` the main job.
+"""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["lint", "typecheck", "tests"]
+
+BUILD_ENV = {
+    "CMAKE_ARGS": os.environ.get(
+        "CMAKE_ARGS", "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF"
+    ),
+    "LLAMA_CPP_BUILD_JOBS": os.environ.get("LLAMA_CPP_BUILD_JOBS", "2"),
+}
+
+
+def _install(session: nox.Session, extras: str) -> None:
+    session.install("-e", f".[{extras}]", env=BUILD_ENV)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    _install(session, "test")
+    session.run("pytest", "-m", "not live", *session.posargs)
+
+
+@nox.session
+def live(session: nox.Session) -> None:
+    _install(session, "test,live")
+    session.run("pytest", "-m", "live", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", "llamaclient", "tests", "devtools", "bench", "noxfile.py")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    _install(session, "test,lint,live,bench")
+    session.install("nox")
+    session.run("mypy")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    _install(session, "bench")
+    session.run("python", "-m", "bench", *session.posargs)
+
+
+@nox.session
+def record(session: nox.Session) -> None:
+    _install(session, "live")
+    session.run("python", "-m", "devtools.record", *session.posargs)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    _install(session, "live,demo")
+    session.run("python", "-m", "devtools.demo", *session.posargs)

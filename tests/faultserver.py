@@ -1,0 +1,1333 @@
+"""A real loopback HTTP/1.1 server that misbehaves on purpose, for fault-injection tests.
+
+The server speaks just enough HTTP/1.1 to look like llama-server (``Server: llama.cpp``,
+chunked ``text/event-stream`` bodies, ``Keep-Alive: timeout=5, max=100``, ``Connection:
+close`` after any status >= 400, 5 s idle keep-alive timeout) and lets each test script,
+step by step, what goes on the wire: status line and headers, HTTP chunks, raw bytes,
+pauses, clean closes, TCP resets, never answering, and so on.
+
+Usage::
+
+    async with FaultServer() as srv:
+        srv.route(
+            "POST",
+            "/v1/chat/completions",
+            [Status(200), *chat_chunks(["Hel", "lo"]), End()],
+        )
+        async with httpx.AsyncClient(base_url=srv.url) as client:
+            ...
+        assert srv.requests[0].json()["stream"] is True
+
+A *script* is a sequence of steps (``bytes`` is shorthand for :class:`Chunk`). A route can
+be given several scripts (or handlers): successive requests get successive scripts and the
+last one repeats. A *handler* is a callable taking the :class:`Request` and returning a
+script (or an awaitable of one).
+
+While a response is being produced the server keeps reading the socket, so a client that
+closes the connection (or half-closes it, like llama-server sees it) is noticed at once:
+the script stops, the connection is closed and a :class:`Disconnect` is recorded
+(:attr:`FaultServer.disconnects`, :meth:`FaultServer.wait_disconnect`).
+
+Everything is bounded by timeouts, and leaving the ``async with`` block closes every
+socket and awaits every task the server started. Mistakes in scripts or handlers are
+collected in :attr:`FaultServer.errors` and raised as :class:`FaultServerError` on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import math
+import socket
+import struct
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from types import TracebackType
+from typing import Any, TypeAlias, TypeVar
+
+__all__ = [
+    "DONE",
+    "PING",
+    "Call",
+    "Chunk",
+    "Close",
+    "ConnectionInfo",
+    "Disconnect",
+    "End",
+    "FaultServer",
+    "FaultServerError",
+    "Handler",
+    "Headers",
+    "Hold",
+    "Json",
+    "Raw",
+    "Request",
+    "Reset",
+    "Response",
+    "Route",
+    "Script",
+    "Sleep",
+    "Status",
+    "Step",
+    "Wait",
+    "chat_chunk",
+    "chat_chunks",
+    "error_body",
+    "error_event",
+    "refused_url",
+    "sse",
+    "stream",
+]
+
+# --------------------------------------------------------------------------------------
+# SSE / llama-server payload helpers
+# --------------------------------------------------------------------------------------
+
+DONE: bytes = b"data: [DONE]\n\n"
+"""The end-of-stream event llama-server sends in its own HTTP chunk."""
+
+PING: bytes = b":\n\n"
+"""llama-server's keep-alive ping: an SSE comment with an empty body (not ``: ping``)."""
+
+DEFAULT_MODEL = "gemma-3-270m-it"
+DEFAULT_ID = "chatcmpl-" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
+DEFAULT_CREATED = 1760000000
+DEFAULT_FINGERPRINT = "b6000-515e85511"
+
+
+def _dumps(obj: Any) -> str:
+    """Serialise like llama-server: compact, single line, raw UTF-8."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def sse(obj: Any) -> bytes:
+    """Return one SSE event ``data: <compact json>\\n\\n`` as llama-server writes it."""
+    return b"data: " + _dumps(obj).encode("utf-8") + b"\n\n"
+
+
+def error_body(code: int, message: str, type: str | None = None) -> dict[str, Any]:
+    """Return a standard llama-server error body ``{"error":{"code","message","type"}}``.
+
+    ``type`` defaults to the type llama-server uses for ``code``.
+    """
+    if type is None:
+        type = _ERROR_TYPES.get(code, "server_error")
+    return {"error": {"code": code, "message": message, "type": type}}
+
+
+_ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    500: "server_error",
+    501: "not_supported_error",
+    503: "unavailable_error",
+}
+
+
+def error_event(message: str = "Compute error.", code: int = 500, type: str | None = None) -> bytes:
+    """Return an in-band error event (sent after the stream started; no ``[DONE]`` follows)."""
+    return sse(error_body(code, message, type))
+
+
+def chat_chunk(
+    delta: Mapping[str, Any] | None,
+    *,
+    finish_reason: str | None = None,
+    index: int = 0,
+    model: str = DEFAULT_MODEL,
+    id: str = DEFAULT_ID,
+    created: int = DEFAULT_CREATED,
+    usage: Mapping[str, Any] | None = None,
+    timings: Mapping[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Return one ``chat.completion.chunk`` object with llama-server's key order.
+
+    ``delta=None`` gives ``"choices":[]`` (the shape of the usage chunk). ``usage``,
+    ``timings`` and ``extra`` keys are appended at the end only when given.
+    """
+    choices: list[dict[str, Any]] = []
+    if delta is not None:
+        choices.append({"finish_reason": finish_reason, "index": index, "delta": dict(delta)})
+    obj: dict[str, Any] = {
+        "choices": choices,
+        "created": created,
+        "id": id,
+        "model": model,
+        "system_fingerprint": DEFAULT_FINGERPRINT,
+        "object": "chat.completion.chunk",
+    }
+    if usage is not None:
+        obj["usage"] = dict(usage)
+    if timings is not None:
+        obj["timings"] = dict(timings)
+    obj.update(extra)
+    return obj
+
+
+def _timings(prompt_n: int, cache_n: int, predicted_n: int) -> dict[str, Any]:
+    prompt_ms = 2.5 * prompt_n
+    predicted_ms = 10.0 * predicted_n
+    return {
+        "cache_n": cache_n,
+        "prompt_n": prompt_n,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": 2.5,
+        "prompt_per_second": 400.0,
+        "predicted_n": predicted_n,
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": 10.0,
+        "predicted_per_second": 100.0,
+    }
+
+
+def chat_chunks(
+    content: str | Sequence[str] = ("Hello", " world"),
+    *,
+    reasoning: str | Sequence[str] = (),
+    finish_reason: str | None = "stop",
+    usage: bool = True,
+    timings: bool = True,
+    role: bool = True,
+    done: bool = True,
+    model: str = DEFAULT_MODEL,
+    id: str = DEFAULT_ID,
+    created: int = DEFAULT_CREATED,
+    prompt_tokens: int = 20,
+    cached_tokens: int = 0,
+) -> list[bytes]:
+    """Build a realistic llama-server chat stream; each list item is one HTTP chunk.
+
+    Shape (one generated token per delta, ``timings_per_token`` style when ``timings``):
+
+    1. The first token's result: the role delta ``{"role":"assistant","content":null}``
+       followed by that token's delta, both in the same chunk; ``timings`` only on the
+       second event (``role=False`` drops the role delta).
+    2. One chunk per further delta (``reasoning`` deltas first, then ``content``), each
+       with ``timings`` (``predicted_n`` counting up).
+    3. The final result in one chunk: the finish chunk (``delta == {}``) and, with
+       ``usage``, the usage chunk (``choices == []``); ``timings`` on the last of them.
+       ``finish_reason=None`` leaves the final result out (a truncated generation).
+    4. ``data: [DONE]\\n\\n`` in its own chunk (unless ``done=False``).
+    """
+    reasoning_parts = [reasoning] if isinstance(reasoning, str) else list(reasoning)
+    content_parts = [content] if isinstance(content, str) else list(content)
+    deltas: list[dict[str, Any]] = [{"reasoning_content": r} for r in reasoning_parts if r]
+    deltas += [{"content": c} for c in content_parts if c]
+    prompt_n = prompt_tokens - cached_tokens
+    common: dict[str, Any] = {"model": model, "id": id, "created": created}
+    out: list[bytes] = []
+    role_delta = {"role": "assistant", "content": None}
+    for n, delta in enumerate(deltas, start=1):
+        tim = _timings(prompt_n, cached_tokens, n) if timings else None
+        event = sse(chat_chunk(delta, timings=tim, **common))
+        if n == 1 and role:
+            event = sse(chat_chunk(role_delta, **common)) + event
+        out.append(event)
+    if not deltas and role:
+        out.append(sse(chat_chunk(role_delta, **common)))
+    if finish_reason is not None:
+        final_t = _timings(prompt_n, cached_tokens, len(deltas))
+        finish = chat_chunk(
+            {}, finish_reason=finish_reason, timings=None if usage else final_t, **common
+        )
+        event = sse(finish)
+        if usage:
+            use = {
+                "completion_tokens": len(deltas),
+                "prompt_tokens": prompt_tokens,
+                "total_tokens": prompt_tokens + len(deltas),
+                "prompt_tokens_details": {"cached_tokens": cached_tokens},
+            }
+            event += sse(chat_chunk(None, usage=use, timings=final_t, **common))
+        out.append(event)
+    if done:
+        out.append(DONE)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Script steps
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Status:
+    """Write the status line and headers.
+
+    With ``chunked=True`` (default) the llama-server streaming headers are sent:
+    ``Server: llama.cpp``, ``X-Accel-Buffering: no``, ``Content-Type: text/event-stream``,
+    ``Transfer-Encoding: chunked`` and ``Keep-Alive: timeout=5, max=100`` (or
+    ``Connection: close`` when the connection will be closed: status >= 400, or the
+    client sent ``Connection: close``). With ``chunked=False`` only ``Server`` and the
+    keep-alive header are defaults; the body is then raw bytes (give a ``Content-Length``
+    header, or end with :class:`Close` for a read-until-close body).
+
+    ``headers`` are added after the defaults; a header with the same name (any case)
+    replaces the default, and a value of ``None`` removes it.
+    """
+
+    code: int = 200
+    headers: Mapping[str, str | None] | None = None
+    chunked: bool = True
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Write one HTTP chunk (``<hex len>\\r\\n<data>\\r\\n``) in a single write.
+
+    Before :class:`Status`, in a non-chunked response, or with ``raw=True`` the bytes are
+    written as they are, without chunk framing. An empty chunk writes nothing (use
+    :class:`End` for the terminator).
+    """
+
+    data: bytes
+    raw: bool = False
+
+
+def Raw(data: bytes) -> Chunk:
+    """Write ``data`` as it is, without chunk framing (shorthand for ``Chunk(data, raw=True)``)."""
+    return Chunk(data, raw=True)
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Pause for ``seconds`` (a client disconnect during the pause is noticed at once)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Close:
+    """Flush and close the socket cleanly (FIN), even mid-body without the terminator."""
+
+
+@dataclass(frozen=True)
+class Reset:
+    """Flush, then abort the connection with a TCP RST (``SO_LINGER`` 0)."""
+
+
+@dataclass(frozen=True)
+class End:
+    """Finish the response: write the chunked terminator ``0\\r\\n\\r\\n`` if chunked.
+
+    The connection is then kept alive for the next request unless it must close (status
+    >= 400, client asked to close, non-chunked body without ``Content-Length``). After a
+    hand-made response written with :func:`Raw` (no :class:`Status`), ``End()`` writes
+    nothing and just declares the response complete, so the connection is kept alive.
+    A script that runs out before its response is complete closes the connection.
+    """
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Never answer: wait until the client disconnects (or ``timeout``/the server's
+    ``hold_timeout`` passes; then the connection is closed)."""
+
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class Response:
+    """A complete response with ``Content-Length``.
+
+    ``Connection: close`` is sent for status >= 400 (and the connection is closed after),
+    ``Keep-Alive: timeout=5, max=100`` otherwise. ``headers`` override the defaults like
+    in :class:`Status`.
+    """
+
+    code: int = 200
+    body: bytes = b""
+    content_type: str | None = "text/plain; charset=utf-8"
+    headers: Mapping[str, str | None] | None = None
+    reason: str | None = None
+
+
+def Json(
+    code: int,
+    obj: Any,
+    headers: Mapping[str, str | None] | None = None,
+) -> Response:
+    """A complete JSON response like llama-server's (compact JSON, ``Content-Length``,
+    ``Content-Type: application/json; charset=utf-8``, ``Connection: close`` if >= 400)."""
+    return Response(
+        code=code,
+        body=_dumps(obj).encode("utf-8"),
+        content_type="application/json; charset=utf-8",
+        headers=headers,
+    )
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Pause until ``event`` is set (bounded by ``timeout`` or the server's
+    ``hold_timeout``; running out is recorded as an error)."""
+
+    event: asyncio.Event
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """Call ``fn()`` (awaiting the result if it is awaitable), e.g. to signal the test."""
+
+    fn: Callable[[], object]
+
+
+def stream(
+    events: Iterable[bytes],
+    *,
+    code: int = 200,
+    headers: Mapping[str, str | None] | None = None,
+    delay: float = 0.0,
+    end: bool = True,
+) -> list[Step]:
+    """Return ``[Status(code, headers), Chunk(e1), Sleep(delay), Chunk(e2), ..., End()]``.
+
+    ``delay`` pauses between chunks (not before the first); ``end=False`` leaves the body
+    unterminated, so the script running out closes the connection mid-body.
+    """
+    steps: list[Step] = [Status(code, headers)]
+    for i, event in enumerate(events):
+        if i and delay:
+            steps.append(Sleep(delay))
+        steps.append(Chunk(event))
+    if end:
+        steps.append(End())
+    return steps
+
+
+# --------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------
+
+
+class Headers(Mapping[str, str]):
+    """Case-insensitive, order-preserving header view; repeated headers are joined by
+    ``", "`` on lookup, :meth:`get_list` gives them separately."""
+
+    def __init__(self, items: Iterable[tuple[str, str]] = ()) -> None:
+        self._items: list[tuple[str, str]] = list(items)
+
+    def __getitem__(self, key: str) -> str:
+        values = self.get_list(key)
+        if not values:
+            raise KeyError(key)
+        return ", ".join(values)
+
+    def __iter__(self) -> Iterator[str]:
+        seen: set[str] = set()
+        for name, _ in self._items:
+            if name.lower() not in seen:
+                seen.add(name.lower())
+                yield name
+
+    def __len__(self) -> int:
+        return len({name.lower() for name, _ in self._items})
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and any(n.lower() == key.lower() for n, _ in self._items)
+
+    def get_list(self, key: str) -> list[str]:
+        """All values of header ``key`` (any case), in order."""
+        k = key.lower()
+        return [v for n, v in self._items if n.lower() == k]
+
+    def raw(self) -> list[tuple[str, str]]:
+        """The headers as received: (name, value) pairs in order."""
+        return list(self._items)
+
+    def __repr__(self) -> str:
+        return f"Headers({self._items!r})"
+
+
+@dataclass
+class Request:
+    """A request the server received (recorded before its script runs)."""
+
+    method: str
+    target: str
+    """The raw request target, e.g. ``/v1/chat/completions?x=1``."""
+    path: str
+    query: str
+    version: str
+    headers: Headers
+    body: bytes
+    time: float
+    """``time.monotonic()`` when the request was fully received."""
+    conn_id: int
+    """Id of the connection (1, 2, ... in accept order); equal ids mean keep-alive reuse."""
+    index_on_conn: int
+    """0 for the first request on its connection, 1 for the next, ..."""
+    outcome: str | None = None
+    """How the response ended: ``"complete"``, ``"closed"`` (Close step, or the script
+    ran out mid-response), ``"reset"``, ``"disconnected"`` (client went away),
+    ``"hold_timeout"``, ``"write_timeout"``, ``"error"``, ``"shutdown"``;
+    ``None`` while in progress."""
+    finished: float | None = None
+    """``time.monotonic()`` when the outcome was set."""
+
+    def json(self) -> Any:
+        """The body parsed as JSON."""
+        return json.loads(self.body)
+
+
+Step: TypeAlias = (
+    Status | Chunk | Sleep | Close | Reset | End | Hold | Response | Wait | Call | bytes
+)
+"""One script step; ``bytes`` is shorthand for :class:`Chunk`."""
+
+Script: TypeAlias = Sequence[Step]
+"""A list of steps applied to one request."""
+
+Handler: TypeAlias = Callable[[Request], Script | Awaitable[Script]]
+"""Callable deciding the script from the request (sync or async)."""
+
+
+@dataclass(frozen=True)
+class Disconnect:
+    """The client closed (or half-closed, or reset) the connection mid-response."""
+
+    request: Request
+    time: float
+    """``time.monotonic()`` when the server noticed."""
+    step: int
+    """Index of the script step that was running or about to run (-1: before the script)."""
+    reset: bool
+    """True if the client reset the connection rather than closing it."""
+
+
+@dataclass
+class ConnectionInfo:
+    """One accepted connection."""
+
+    id: int
+    peer: tuple[str, int]
+    opened: float
+    requests: int = 0
+    closed: float | None = None
+    close_reason: str | None = None
+    """``"client"`` (client closed while idle or while sending a request),
+    ``"disconnect"`` (client closed mid-response), ``"idle"`` (keep-alive timeout),
+    ``"close"`` (script Close, the script ran out mid-response, or a response that ends
+    the connection), ``"reset"``, ``"bad_request"``, ``"max_requests"``, ``"timeout"``,
+    ``"error"``, ``"shutdown"``."""
+
+
+class FaultServerError(AssertionError):
+    """Raised on exit when scripts or handlers failed (see :attr:`FaultServer.errors`)."""
+
+
+@dataclass
+class Route:
+    """A programmed route; successive requests take successive responses, the last
+    one repeating."""
+
+    method: str
+    path: str
+    responses: list[Script | Handler]
+    calls: int = 0
+    """Number of requests this route received."""
+
+    def next(self) -> Script | Handler:
+        """The script or handler for the next request."""
+        item = self.responses[min(self.calls, len(self.responses) - 1)]
+        self.calls += 1
+        return item
+
+
+# --------------------------------------------------------------------------------------
+# Connection plumbing
+# --------------------------------------------------------------------------------------
+
+
+_T = TypeVar("_T")
+
+
+class _Expired(Exception):
+    """A bounded wait ran out of time."""
+
+
+async def _bounded(aw: Awaitable[_T], seconds: float | None, what: str = "wait") -> _T:
+    """Await ``aw`` for at most ``seconds`` (``None``: no bound), cancelling it on expiry.
+
+    Raises :class:`_Expired` instead of a timeout error, so the behaviour is the same on
+    Python 3.10 (where ``asyncio.TimeoutError`` is not the builtin) and later.
+    """
+    fut = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({fut}, timeout=seconds)
+    finally:
+        if not fut.done():
+            fut.cancel()
+            await asyncio.gather(fut, return_exceptions=True)
+    if not done:
+        raise _Expired(f"{what} did not finish within {seconds}s")
+    return fut.result()
+
+
+class _PeerClosed(Exception):
+    """The client closed the connection while the server was reading."""
+
+
+class _ReadTimeout(Exception):
+    """Reading from the client timed out."""
+
+
+class _BadRequest(Exception):
+    """The request could not be parsed."""
+
+
+class _Conn:
+    """One connection: a pump task reads the socket into ``buf`` continuously, so EOF
+    (client disconnect) is noticed even while the server is writing or sleeping."""
+
+    def __init__(
+        self,
+        info: ConnectionInfo,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        self.info = info
+        self.reader = reader
+        self.writer = writer
+        self.buf = bytearray()
+        self.eof = asyncio.Event()
+        self.eof_time: float | None = None
+        self.reset_by_peer = False
+        self._more = asyncio.Event()
+        self.pump_task: asyncio.Task[None] | None = None
+
+    async def pump(self) -> None:
+        """Read everything the client sends until EOF or error."""
+        try:
+            while True:
+                data = await self.reader.read(65536)
+                if not data:
+                    break
+                self.buf += data
+                self._more.set()
+        except OSError:
+            self.reset_by_peer = True
+        finally:
+            if self.eof_time is None:
+                self.eof_time = time.monotonic()
+            self.eof.set()
+            self._more.set()
+
+    async def fill(self, ready: Callable[[], bool], seconds: float | None) -> None:
+        """Wait until ``ready()`` holds for the buffer.
+
+        Raises :class:`_PeerClosed` on EOF and :class:`_ReadTimeout` after ``seconds``.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if seconds is None else loop.time() + seconds
+        while not ready():
+            if self.eof.is_set():
+                raise _PeerClosed
+            self._more.clear()
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            try:
+                await _bounded(self._more.wait(), remaining)
+            except _Expired:
+                raise _ReadTimeout from None
+
+    async def read_until(self, sep: bytes, seconds: float | None, limit: int) -> bytes:
+        """Read up to and including ``sep``."""
+
+        def ready() -> bool:
+            if len(self.buf) > limit and sep not in self.buf:
+                raise _BadRequest("header section too large")
+            return sep in self.buf
+
+        await self.fill(ready, seconds)
+        i = self.buf.index(sep) + len(sep)
+        data = bytes(self.buf[:i])
+        del self.buf[:i]
+        return data
+
+    async def read_exactly(self, n: int, seconds: float | None) -> bytes:
+        """Read exactly ``n`` bytes."""
+        await self.fill(lambda: len(self.buf) >= n, seconds)
+        data = bytes(self.buf[:n])
+        del self.buf[:n]
+        return data
+
+    async def wait_eof(self, seconds: float | None) -> bool:
+        """Wait up to ``seconds`` for the client to go away; True if it did."""
+        try:
+            await _bounded(self.eof.wait(), seconds)
+        except _Expired:
+            return False
+        return True
+
+
+@dataclass
+class _Exchange:
+    """State of the response being written for one request."""
+
+    request: Request
+    must_close: bool
+    status: int | None = None
+    chunked: bool = False
+    has_length: bool = False
+    complete: bool = False
+    raw: bool = False
+    """Raw bytes were written before any Status (a hand-made response)."""
+    step: int = -1
+
+
+_STREAM_HEADERS: tuple[tuple[str, str], ...] = (
+    ("Server", "llama.cpp"),
+    ("X-Accel-Buffering", "no"),
+    ("Content-Type", "text/event-stream"),
+    ("Transfer-Encoding", "chunked"),
+)
+
+_MAX_HEAD = 64 * 1024
+_MAX_BODY = 100 * 1024 * 1024
+
+_NOT_FOUND_BODY = {"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}}
+
+
+def _merge_headers(
+    defaults: Sequence[tuple[str, str]], overrides: Mapping[str, str | None] | None
+) -> list[tuple[str, str]]:
+    result = list(defaults)
+    for name, value in (overrides or {}).items():
+        result = [(n, v) for n, v in result if n.lower() != name.lower()]
+        if value is not None:
+            result.append((name, value))
+    return result
+
+
+def _status_line(code: int, reason: str | None) -> bytes:
+    if reason is None:
+        try:
+            reason = HTTPStatus(code).phrase
+        except ValueError:
+            reason = "Unknown"
+    return f"HTTP/1.1 {code} {reason}\r\n".encode("latin-1")
+
+
+def _head(code: int, reason: str | None, headers: Sequence[tuple[str, str]]) -> bytes:
+    lines = b"".join(f"{n}: {v}\r\n".encode("latin-1") for n, v in headers)
+    return _status_line(code, reason) + lines + b"\r\n"
+
+
+class _StepError(Exception):
+    """A script was wrong (recorded in ``FaultServer.errors``)."""
+
+
+# --------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------
+
+
+class FaultServer:
+    """Loopback HTTP/1.1 server whose responses are scripted per route.
+
+    Args:
+        host: Address to bind (loopback by default).
+        port: Port to bind; 0 picks a free one.
+        idle_timeout: Close a keep-alive connection after this many idle seconds while
+            waiting for the next request, like llama-server's 5 s; ``None`` waits until
+            the client closes (or the server stops).
+        read_timeout: Bound for receiving the rest of a request once it started.
+        write_timeout: Bound for one write to be flushed (a client not reading).
+        hold_timeout: Default bound for :class:`Hold`, :class:`Wait` and async handlers.
+        keep_alive_max: Requests per connection before ``Connection: close`` (100).
+        raise_errors: Raise :class:`FaultServerError` on exit if :attr:`errors` is
+            non-empty (and no other exception is propagating).
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        idle_timeout: float | None = 5.0,
+        read_timeout: float = 10.0,
+        write_timeout: float = 10.0,
+        hold_timeout: float = 30.0,
+        keep_alive_max: int = 100,
+        raise_errors: bool = True,
+    ) -> None:
+        self.host = host
+        self._port = port
+        self.idle_timeout = idle_timeout
+        self.read_timeout = read_timeout
+        self.write_timeout = write_timeout
+        self.hold_timeout = hold_timeout
+        self.keep_alive_max = keep_alive_max
+        self.raise_errors = raise_errors
+
+        self.requests: list[Request] = []
+        """Every request received, in order (including unrouted ones)."""
+        self.disconnects: list[Disconnect] = []
+        """Client disconnects noticed mid-response, in order."""
+        self.connections: list[ConnectionInfo] = []
+        """Every accepted connection, in accept order."""
+        self.errors: list[BaseException] = []
+        """Exceptions from scripts and handlers (test bugs), raised on exit."""
+
+        self._routes: dict[tuple[str, str], Route] = {}
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._conns: dict[int, _Conn] = {}
+        self._changed: asyncio.Event | None = None
+        self._closing = False
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def start(self) -> FaultServer:
+        """Start listening (the ``async with`` form calls this)."""
+        if self._server is not None:
+            raise RuntimeError("FaultServer already started")
+        self._changed = asyncio.Event()
+        self._server = await asyncio.start_server(self._on_connect, self.host, self._port)
+        return self
+
+    async def stop(self) -> None:
+        """Stop listening, abort every connection and await every task."""
+        self._closing = True
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            await asyncio.sleep(0)  # let just-accepted connections register their tasks
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5.0)
+        for conn in list(self._conns.values()):  # only if a task failed to clean up
+            conn.writer.transport.abort()
+        if server is not None:
+            with contextlib.suppress(_Expired):
+                await _bounded(server.wait_closed(), 5.0)
+
+    async def __aenter__(self) -> FaultServer:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+        if exc is None and self.raise_errors and self.errors:
+            details = "; ".join(f"{type(e).__name__}: {e}" for e in self.errors)
+            raise FaultServerError(f"{len(self.errors)} fault server error(s): {details}") from (
+                self.errors[0]
+            )
+
+    # ----------------------------------------------------------------- addresses
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        if self._server is None or not self._server.sockets:
+            raise RuntimeError("FaultServer is not running")
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``http://127.0.0.1:PORT`` (no trailing slash)."""
+        return f"http://{self.host}:{self.port}"
+
+    # ----------------------------------------------------------------- programming
+
+    def route(self, method: str, path: str, *responses: Script | Handler) -> Route:
+        """Program ``method path`` (path matched exactly, without the query string).
+
+        Each of ``responses`` is a script or a handler; request *k* gets response *k*
+        and the last one repeats. Calling again for the same method and path replaces
+        the route. Unrouted requests get llama-server's JSON ``404``.
+        """
+        if not responses:
+            raise ValueError("route() needs at least one script or handler")
+        r = Route(method.upper(), path, list(responses))
+        self._routes[(r.method, path)] = r
+        return r
+
+    # ----------------------------------------------------------------- observing
+
+    @property
+    def connections_accepted(self) -> int:
+        """Number of connections accepted so far."""
+        return len(self.connections)
+
+    @property
+    def connections_open(self) -> int:
+        """Number of connections currently open."""
+        return sum(1 for c in self.connections if c.closed is None)
+
+    async def wait_for(
+        self,
+        predicate: Callable[[], bool],
+        timeout: float = 5.0,  # noqa: ASYNC109 - an explicit bound reads best in tests
+    ) -> None:
+        """Wait until ``predicate()`` is true; it is re-checked whenever the server's state
+        changes (request, outcome, disconnect, connection opened/closed).
+
+        Raises:
+            TimeoutError: after ``timeout`` seconds.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            assert self._changed is not None, "FaultServer is not running"
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"FaultServer.wait_for: condition not met in {timeout}s")
+            try:
+                await _bounded(self._changed.wait(), remaining)
+            except _Expired:
+                raise TimeoutError(
+                    f"FaultServer.wait_for: condition not met in {timeout}s"
+                ) from None
+
+    async def wait_disconnect(self, n: int = 1, timeout: float = 5.0) -> Disconnect:  # noqa: ASYNC109
+        """Wait until at least ``n`` mid-response client disconnects were noticed; return
+        the ``n``-th. Raises :class:`TimeoutError` after ``timeout`` seconds."""
+        try:
+            await self.wait_for(lambda: len(self.disconnects) >= n, timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"expected {n} client disconnect(s) within {timeout}s, saw {len(self.disconnects)}"
+            ) from None
+        return self.disconnects[n - 1]
+
+    async def wait_requests(self, n: int = 1, timeout: float = 5.0) -> Request:  # noqa: ASYNC109
+        """Wait until at least ``n`` requests were received; return the ``n``-th."""
+        try:
+            await self.wait_for(lambda: len(self.requests) >= n, timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"expected {n} request(s) within {timeout}s, saw {len(self.requests)}"
+            ) from None
+        return self.requests[n - 1]
+
+    async def wait_closed_connections(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+        """Wait until no connection is open."""
+        await self.wait_for(lambda: self.connections_open == 0, timeout)
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = asyncio.Event()
+
+    # ----------------------------------------------------------------- connections
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        info = ConnectionInfo(
+            len(self.connections) + 1, (str(peer[0]), int(peer[1])), time.monotonic()
+        )
+        self.connections.append(info)
+        conn = _Conn(info, reader, writer)
+        self._conns[info.id] = conn
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Make every drain() wait until the transport buffer is empty (handed to the
+        # kernel), so each scripted write goes out before the next step runs.
+        writer.transport.set_write_buffer_limits(high=0)
+        conn.pump_task = asyncio.create_task(conn.pump())
+        self._notify()
+        reason = "close"
+        try:
+            if self._closing:
+                reason = "shutdown"
+            else:
+                reason = await self._serve(conn)
+        except asyncio.CancelledError:
+            reason = "shutdown"
+            self._finish_open(conn, "shutdown")
+            raise
+        except Exception as e:  # pragma: no cover - defensive: a bug in this module
+            self.errors.append(e)
+            reason = "error"
+            self._finish_open(conn, "error")
+        finally:
+            try:
+                await self._teardown(conn, reset=(reason == "reset"))
+            finally:
+                info.close_reason = info.close_reason or reason
+                info.closed = time.monotonic()
+                self._conns.pop(info.id, None)
+                if task is not None:
+                    self._tasks.discard(task)
+                self._notify()
+
+    def _finish_open(self, conn: _Conn, outcome: str) -> None:
+        for req in self.requests:
+            if req.conn_id == conn.info.id and req.outcome is None:
+                self._set_outcome(req, outcome)
+
+    def _set_outcome(self, req: Request, outcome: str) -> None:
+        req.outcome = outcome
+        req.finished = time.monotonic()
+        self._notify()
+
+    async def _teardown(self, conn: _Conn, *, reset: bool) -> None:
+        writer = conn.writer
+        if reset:
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+        elif self._closing:
+            writer.transport.abort()
+        else:
+            writer.close()
+        try:
+            await _bounded(writer.wait_closed(), 2.0)
+        except (OSError, _Expired):
+            writer.transport.abort()
+        except asyncio.CancelledError:
+            writer.transport.abort()
+            raise
+        finally:
+            if conn.pump_task is not None:
+                conn.pump_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await conn.pump_task
+
+    async def _serve(self, conn: _Conn) -> str:
+        """Serve requests on one connection; return the close reason."""
+        while True:
+            timeout = self.idle_timeout
+            try:
+                # Wait for the first byte of the next request (keep-alive idle wait).
+                await conn.fill(lambda: len(conn.buf.lstrip(b"\r\n")) > 0, timeout)
+            except _PeerClosed:
+                return "client"
+            except _ReadTimeout:
+                return "idle"
+            try:
+                req = await self._read_request(conn)
+            except _PeerClosed:
+                return "client"
+            except _ReadTimeout:
+                return "timeout"
+            except _BadRequest as e:
+                body = _dumps(error_body(400, f"bad request: {e}")).encode()
+                await self._write_quietly(
+                    conn,
+                    _head(
+                        400,
+                        None,
+                        [
+                            ("Server", "llama.cpp"),
+                            ("Content-Type", "application/json; charset=utf-8"),
+                            ("Content-Length", str(len(body))),
+                            ("Connection", "close"),
+                        ],
+                    )
+                    + body,
+                )
+                return "bad_request"
+            self.requests.append(req)
+            conn.info.requests += 1
+            self._notify()
+            ex = _Exchange(req, must_close=self._must_close(req, conn))
+            action = await self._respond(conn, ex)
+            if action != "keep":
+                return action
+            if ex.must_close:
+                return "max_requests" if conn.info.requests >= self.keep_alive_max else "close"
+
+    def _must_close(self, req: Request, conn: _Conn) -> bool:
+        tokens = {t.strip().lower() for t in req.headers.get("connection", "").split(",")}
+        if "close" in tokens:
+            return True
+        if req.version == "HTTP/1.0" and "keep-alive" not in tokens:
+            return True
+        return conn.info.requests >= self.keep_alive_max
+
+    async def _read_request(self, conn: _Conn) -> Request:
+        while conn.buf.startswith(b"\r\n"):
+            del conn.buf[:2]
+        head = await conn.read_until(b"\r\n\r\n", self.read_timeout, _MAX_HEAD)
+        lines = head[:-4].decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            raise _BadRequest(f"malformed request line {lines[0]!r}")
+        method, target, version = parts
+        pairs: list[tuple[str, str]] = []
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep or not name or name != name.strip():
+                raise _BadRequest(f"malformed header line {line!r}")
+            pairs.append((name, value.strip()))
+        headers = Headers(pairs)
+        body = await self._read_body(conn, headers)
+        path, _, query = target.partition("?")
+        return Request(
+            method=method,
+            target=target,
+            path=path,
+            query=query,
+            version=version,
+            headers=headers,
+            body=body,
+            time=time.monotonic(),
+            conn_id=conn.info.id,
+            index_on_conn=conn.info.requests,
+        )
+
+    async def _read_body(self, conn: _Conn, headers: Headers) -> bytes:
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            body = bytearray()
+            while True:
+                line = await conn.read_until(b"\r\n", self.read_timeout, 1024)
+                try:
+                    size = int(line.split(b";")[0].strip(), 16)
+                except ValueError:
+                    raise _BadRequest(f"bad chunk size line {line!r}") from None
+                if size == 0:
+                    # trailers, up to the empty line
+                    while await conn.read_until(b"\r\n", self.read_timeout, _MAX_HEAD) != b"\r\n":
+                        pass
+                    return bytes(body)
+                body += await conn.read_exactly(size, self.read_timeout)
+                if await conn.read_exactly(2, self.read_timeout) != b"\r\n":
+                    raise _BadRequest("chunk not followed by CRLF")
+                if len(body) > _MAX_BODY:
+                    raise _BadRequest("body too large")
+        length = headers.get("content-length")
+        if length is None:
+            return b""
+        try:
+            n = int(length)
+        except ValueError:
+            raise _BadRequest(f"bad Content-Length {length!r}") from None
+        if n < 0 or n > _MAX_BODY:
+            raise _BadRequest(f"bad Content-Length {length!r}")
+        return await conn.read_exactly(n, self.read_timeout)
+
+    # ----------------------------------------------------------------- responses
+
+    async def _respond(self, conn: _Conn, ex: _Exchange) -> str:
+        """Run the script for ``ex.request``; return ``"keep"`` or a close reason."""
+        req = ex.request
+        try:
+            script = await self._script_for(req)
+        except Exception as e:
+            self.errors.append(e)
+            self._set_outcome(req, "error")
+            await self._write_quietly(
+                conn,
+                self._response_bytes(
+                    ex, Json(500, error_body(500, f"fault server handler failed: {e!r}"))
+                ),
+            )
+            return "error"
+        try:
+            return await self._run_script(conn, ex, script)
+        except Exception as e:
+            self.errors.append(e)
+            self._set_outcome(req, "error")
+            return "error"
+
+    async def _script_for(self, req: Request) -> Script:
+        route = self._routes.get((req.method.upper(), req.path))
+        if route is None:
+            return [Json(404, _NOT_FOUND_BODY)]
+        item = route.next()
+        if isinstance(item, Sequence):
+            return item
+        result = item(req)
+        if isinstance(result, Sequence):
+            return result
+        return await _bounded(result, self.hold_timeout, f"handler for {req.method} {req.path}")
+
+    def _disconnected(self, conn: _Conn, ex: _Exchange) -> str:
+        self.disconnects.append(
+            Disconnect(ex.request, conn.eof_time or time.monotonic(), ex.step, conn.reset_by_peer)
+        )
+        conn.info.close_reason = "disconnect"
+        self._set_outcome(ex.request, "disconnected")
+        return "disconnect"
+
+    async def _run_script(self, conn: _Conn, ex: _Exchange, script: Script) -> str:
+        req = ex.request
+        for i, step in enumerate(script):
+            ex.step = i
+            ok: bool | str = True
+            if conn.eof.is_set():
+                return self._disconnected(conn, ex)
+            if ex.complete:
+                raise _StepError(f"step {i} ({step!r}) after the response was complete")
+            if isinstance(step, bytes):
+                step = Chunk(step)
+            if isinstance(step, Status):
+                if ex.status is not None:
+                    raise _StepError(f"step {i}: second Status {step!r}")
+                ok = await self._write(conn, ex, self._status_bytes(ex, step))
+            elif isinstance(step, Chunk):
+                if not step.data:
+                    continue
+                if ex.chunked and not step.raw:
+                    data = b"%x\r\n" % len(step.data) + step.data + b"\r\n"
+                else:
+                    data = step.data
+                    ex.raw = ex.raw or ex.status is None
+                ok = await self._write(conn, ex, data)
+            elif isinstance(step, Response):
+                if ex.status is not None:
+                    raise _StepError(f"step {i}: {step!r} after Status")
+                ok = await self._write(conn, ex, self._response_bytes(ex, step))
+                ex.complete = True
+            elif isinstance(step, End):
+                if ex.status is None and not ex.raw:
+                    raise _StepError(f"step {i}: End before Status or Raw bytes")
+                ok = await self._write(conn, ex, b"0\r\n\r\n") if ex.chunked else True
+                ex.complete = True
+            elif isinstance(step, Sleep):
+                ok = not await conn.wait_eof(step.seconds)
+            elif isinstance(step, Hold):
+                timeout = self.hold_timeout if step.timeout is None else step.timeout
+                if not await conn.wait_eof(timeout):
+                    self._set_outcome(req, "hold_timeout")
+                    return "timeout"
+                ok = False
+            elif isinstance(step, Wait):
+                timeout = self.hold_timeout if step.timeout is None else step.timeout
+                woke = await self._wait_event(conn, step.event, timeout)
+                if woke is None:
+                    raise _StepError(f"step {i}: Wait timed out after {timeout}s")
+                ok = woke
+            elif isinstance(step, Call):
+                result = step.fn()
+                if inspect.isawaitable(result):
+                    await _bounded(result, self.hold_timeout, f"step {i} {step!r}")
+                ok = True
+            elif isinstance(step, Close):
+                self._set_outcome(req, "closed")
+                return "close"
+            elif isinstance(step, Reset):
+                self._set_outcome(req, "reset")
+                return "reset"
+            else:
+                raise _StepError(f"step {i}: unknown step {step!r}")
+            if ok == "timeout":
+                self._set_outcome(req, "write_timeout")
+                return "timeout"
+            if not ok:
+                return self._disconnected(conn, ex)
+        if conn.eof.is_set() and not ex.complete:
+            return self._disconnected(conn, ex)
+        if not ex.complete:
+            self._set_outcome(req, "closed")
+            return "close"
+        self._set_outcome(req, "complete")
+        if ex.status is not None and ex.status >= 400:
+            ex.must_close = True
+        if ex.status is not None and not ex.chunked and not ex.has_length:
+            ex.must_close = True
+        return "keep"
+
+    async def _wait_event(self, conn: _Conn, event: asyncio.Event, seconds: float) -> bool | None:
+        """Wait for ``event``; False if the client went away first, None on timeout."""
+        ev_task = asyncio.ensure_future(event.wait())
+        eof_task = asyncio.ensure_future(conn.eof.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {ev_task, eof_task}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for t in (ev_task, eof_task):
+                t.cancel()
+            await asyncio.gather(ev_task, eof_task, return_exceptions=True)
+        if eof_task in done:
+            return False
+        if ev_task in done:
+            return True
+        return None
+
+    def _keepalive_header(self, ex: _Exchange, code: int) -> tuple[str, str]:
+        if ex.must_close or code >= 400:
+            return ("Connection", "close")
+        # llama-server: "timeout=5, max=100"; with another idle_timeout, its value rounded up
+        timeout = math.ceil(self.idle_timeout) if self.idle_timeout is not None else 5
+        return ("Keep-Alive", f"timeout={timeout}, max={self.keep_alive_max}")
+
+    def _status_bytes(self, ex: _Exchange, step: Status) -> bytes:
+        defaults = list(_STREAM_HEADERS) if step.chunked else [("Server", "llama.cpp")]
+        defaults.append(self._keepalive_header(ex, step.code))
+        headers = _merge_headers(defaults, step.headers)
+        names = {n.lower(): v for n, v in headers}
+        ex.status = step.code
+        ex.chunked = "chunked" in names.get("transfer-encoding", "").lower()
+        ex.has_length = "content-length" in names
+        if names.get("connection", "").lower() == "close":
+            ex.must_close = True
+        return _head(step.code, step.reason, headers)
+
+    def _response_bytes(self, ex: _Exchange, step: Response) -> bytes:
+        defaults = [("Server", "llama.cpp")]
+        if step.content_type is not None:
+            defaults.append(("Content-Type", step.content_type))
+        defaults.append(("Content-Length", str(len(step.body))))
+        defaults.append(self._keepalive_header(ex, step.code))
+        headers = _merge_headers(defaults, step.headers)
+        ex.status = step.code
+        ex.has_length = True
+        if any(n.lower() == "connection" and v.lower() == "close" for n, v in headers):
+            ex.must_close = True
+        return _head(step.code, step.reason, headers) + step.body
+
+    async def _write(self, conn: _Conn, ex: _Exchange, data: bytes) -> bool | str:
+        """Write and flush; False if the client is gone, ``"timeout"`` if it stalls."""
+        if conn.eof.is_set():
+            return False
+        try:
+            conn.writer.write(data)
+            await _bounded(conn.writer.drain(), self.write_timeout)
+        except _Expired:
+            return "timeout"
+        except OSError:
+            conn.reset_by_peer = True
+            if conn.eof_time is None:
+                conn.eof_time = time.monotonic()
+            conn.eof.set()
+            return False
+        return True
+
+    async def _write_quietly(self, conn: _Conn, data: bytes) -> None:
+        with contextlib.suppress(OSError, _Expired):
+            conn.writer.write(data)
+            await _bounded(conn.writer.drain(), self.write_timeout)
+
+
+# --------------------------------------------------------------------------------------
+# Refused connections
+# --------------------------------------------------------------------------------------
+
+
+def refused_url(host: str = "127.0.0.1") -> str:
+    """Return ``http://host:PORT`` where nothing listens (connecting is refused).
+
+    The port is taken by binding a socket and closing it, so another process could grab
+    it in between; on a test machine that is very unlikely.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        port = s.getsockname()[1]
+    return f"http://{host}:{port}"
