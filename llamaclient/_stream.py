@@ -8,7 +8,7 @@ task closes the HTTP response at once, so the server frees the slot.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from ._assembler import Assembler
@@ -91,12 +91,20 @@ class ChatStream:
     # -- the loop ----------------------------------------------------------------------------
     async def _run(self) -> AsyncGenerator[list[ChatEvent], None]:
         client = self._client
+        config = client.config
+        request = self.request
         asm = Assembler()
         response: Response | None = None
-        slot = self.request.slot
+        slot = request.slot
         ticket = client._slots.join(slot) if slot is not None else None
+        budget = request.thinking_budget
+        if budget is None:
+            budget = config.thinking_budget
+        capped = False
+        stall = config.stall_timeout
+        watchdog: Watchdog | None = None
         try:
-            async for item in client._open(self.request, ticket):
+            async for item in client._open(request, ticket):
                 if isinstance(item, list):
                     yield item
                 else:
@@ -107,48 +115,23 @@ class ChatStream:
             if "text/event-stream" not in content_type:
                 self._completion = Assembler.from_response(await response.aread())
                 return
-            async for batch in self._events(response, asm):
-                yield batch
-        finally:
-            try:
-                if response is not None:
-                    await response.aclose()
-            finally:
-                if slot is not None:
-                    client._slots.leave(slot, ticket)
-
-    async def _events(
-        self, response: Response, asm: Assembler
-    ) -> AsyncIterator[list[ChatEvent]]:
-        client = self._client
-        config = client.config
-        budget = self.request.thinking_budget
-        if budget is None:
-            budget = config.thinking_budget
-        capped = False
-        decoder = SSEDecoder()
-        stall = config.stall_timeout
-        watchdog = Watchdog(stall) if stall is not None else None
-        chunks = response.aiter_raw().__aiter__()
-        try:
+            decoder = SSEDecoder()
+            read = response.read
+            watchdog = Watchdog(stall) if stall is not None else None
             while True:
                 if watchdog is not None:
                     watchdog.waiting()
-                try:
-                    chunk = await chunks.__anext__()
-                except StopAsyncIteration:
-                    payloads = decoder.flush()
-                    if watchdog is not None:
-                        watchdog.idle()
-                    eof = True
+                    chunk = await read()
+                    watchdog.idle()
                 else:
-                    if watchdog is not None:
-                        watchdog.idle()
-                    payloads = decoder.feed(chunk)
-                    eof = False
-                events: list[ChatEvent] = []
-                for payload in payloads:
-                    events += asm.push(payload)
+                    chunk = await read()
+                payloads = decoder.feed(chunk) if chunk else decoder.flush()
+                if len(payloads) == 1:
+                    events = asm.push(payloads[0])
+                else:
+                    events = []
+                    for payload in payloads:
+                        events += asm.push(payload)
                 if budget is not None and asm.in_reasoning:
                     tokens = asm.reasoning_tokens
                     if not capped and tokens >= max(budget, 1):
@@ -162,8 +145,9 @@ class ChatStream:
                         )
                 if events:
                     yield events
-                if eof:
+                if not chunk:
                     break
+            self._completion = asm.finish(capped)
         except asyncio.CancelledError:
             if watchdog is None or not watchdog.fired:
                 raise
@@ -184,4 +168,9 @@ class ChatStream:
         finally:
             if watchdog is not None:
                 watchdog.cancel()
-        self._completion = asm.finish(capped)
+            try:
+                if response is not None:
+                    await response.aclose()
+            finally:
+                if slot is not None:
+                    client._slots.leave(slot, ticket)

@@ -43,8 +43,8 @@ class Response(Protocol):
 
     def header(self, name: str) -> str | None: ...
 
-    def aiter_raw(self) -> AsyncIterator[bytes]:
-        """The body as raw chunks, as they arrive."""
+    async def read(self) -> bytes:
+        """The next raw piece of the body as it arrives; ``b""`` at its end."""
         ...
 
     async def aread(self) -> bytes: ...
@@ -77,17 +77,14 @@ class _AiohttpResponse:
     def header(self, name: str) -> str | None:
         return self._response.headers.get(name)
 
-    async def aiter_raw(self) -> AsyncIterator[bytes]:
-        content = self._response.content
+    async def read(self) -> bytes:
         try:
-            while True:
-                chunk = await content.readany()
-                if not chunk:
-                    break
-                yield chunk
+            chunk = await self._response.content.readany()
         except (aiohttp.ClientError, OSError) as exc:
             raise TransportError("read", f"the response body broke: {exc!r}") from exc
-        self._eof = True
+        if not chunk:
+            self._eof = True
+        return chunk
 
     async def aread(self) -> bytes:
         try:
@@ -151,10 +148,11 @@ class AiohttpTransport:
 
 # -- httpx -------------------------------------------------------------------------------------
 class _HttpxResponse:
-    __slots__ = ("_eof", "_response")
+    __slots__ = ("_chunks", "_eof", "_response")
 
     def __init__(self, response: httpx.Response) -> None:
         self._response = response
+        self._chunks: AsyncIterator[bytes] | None = None
         self._eof = False
 
     @property
@@ -165,13 +163,19 @@ class _HttpxResponse:
         value: str | None = self._response.headers.get(name)
         return value
 
-    async def aiter_raw(self) -> AsyncIterator[bytes]:
+    async def read(self) -> bytes:
+        if self._chunks is None:
+            self._chunks = self._response.aiter_raw().__aiter__()
         try:
-            async for chunk in self._response.aiter_raw():
-                yield chunk
+            while True:
+                chunk = await self._chunks.__anext__()
+                if chunk:
+                    return chunk
+        except StopAsyncIteration:
+            self._eof = True
+            return b""
         except httpx.TransportError as exc:
             raise TransportError("read", f"the response body broke: {exc!r}") from exc
-        self._eof = True
 
     async def aread(self) -> bytes:
         try:
