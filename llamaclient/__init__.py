@@ -1,5 +1,6 @@
 """llamaclient: the asyncio streaming client for llama.cpp's llama-server."""
 
+from ._arguments import ArgumentStream, FieldHandle, FieldText
 from ._assembler import Assembler
 from ._body import build_body
 from ._client import Client
@@ -50,6 +51,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AiohttpTransport",
     "ArgumentDelta",
+    "ArgumentStream",
     "Assembler",
     "AssistantMessage",
     "BusyError",
@@ -63,6 +65,8 @@ __all__ = [
     "ConnectError",
     "Content",
     "ContextOverflowError",
+    "FieldHandle",
+    "FieldText",
     "FinishReason",
     "HttpxTransport",
     "HTTPStatusError",

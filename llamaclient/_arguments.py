@@ -67,7 +67,7 @@ from typing import Any, NamedTuple
 
 from ._errors import ProtocolError
 
-__all__ = ["ArgumentStream", "FieldHandle"]
+__all__ = ["ArgumentStream", "FieldHandle", "FieldText"]
 
 
 class FieldText(NamedTuple):
@@ -297,6 +297,7 @@ class ArgumentStream:
 
     @property
     def is_lenient(self) -> bool:
+        """True for a stream made by :meth:`lenient`."""
         return self._lenient
 
     @property
@@ -359,7 +360,7 @@ class ArgumentStream:
         :meth:`finish`, or after an earlier error.
         """
         if self._state >= _DONE:
-            raise self._dead()
+            raise self._dead(fragment)
         self._raw.append(fragment)
         if self._carry:
             fragment = self._carry + fragment
@@ -391,6 +392,17 @@ class ArgumentStream:
         self._events = []
         return events
 
+    def abort(self, reason: str) -> None:
+        """The chat stream ended before this call was complete: close every open handle with a
+        :class:`ProtocolError` saying ``reason``, so nobody waits forever. No-op once done."""
+        if self._state >= _DONE:
+            return
+        error = ProtocolError(f"tool call arguments incomplete: {reason}", self.raw)
+        self._error = error
+        self._state = _FAILED
+        for handle in self._handles.values():
+            handle._close(error)
+
     # ---- errors ----------------------------------------------------------------------------
 
     def _fail(self, what: str) -> ProtocolError:
@@ -402,10 +414,12 @@ class ArgumentStream:
             handle._close(error)
         return error
 
-    def _dead(self) -> ProtocolError:
+    def _dead(self, fragment: str = "") -> ProtocolError:
+        """The error for using a finished or failed stream; the raw text includes the
+        rejected ``fragment``."""
         if self._state == _DONE:
-            return ProtocolError("tool call arguments already finished", self.raw)
-        return ProtocolError("tool call arguments already failed", self.raw)
+            return ProtocolError("tool call arguments already finished", self.raw + fragment)
+        return ProtocolError("tool call arguments already failed", self.raw + fragment)
 
     def _missing(self, name: str) -> ProtocolError:
         return ProtocolError(f"tool call arguments ended without the field {name!r}", self.raw)

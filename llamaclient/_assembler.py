@@ -88,6 +88,7 @@ class Assembler:
         "_model",
         "_reasoning",
         "_reasoning_tokens",
+        "_seen",
         "_timings",
         "_usage",
     )
@@ -105,6 +106,7 @@ class Assembler:
         self._in_reasoning = False
         self._done = False
         self._failed = False
+        self._seen = False
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -132,6 +134,10 @@ class Assembler:
         """Any text or tool-call piece has arrived."""
         return bool(self._content or self._reasoning or self._calls)
 
+    def tool_calls_so_far(self) -> list[tuple[str | None, str, bool]]:
+        """Each tool call so far: its name, its argument text, and whether it is complete."""
+        return [(c.name, "".join(c.arguments), c.done) for c in self._calls]
+
     # -- feeding -------------------------------------------------------------------------
     def push(self, data: str | bytes) -> list[ChatEvent]:
         """Take one ``data:`` payload (JSON text) and return the events it stands for."""
@@ -148,6 +154,7 @@ class Assembler:
             raise self._fail(ProtocolError(f"not a chat completion chunk ({exc})", data)) from None
         if chunk.error is not None:
             raise self._fail(_server_error(chunk.error, data))
+        self._seen = True
         if chunk.id is not None and self._id is None:
             self._id = chunk.id
         if chunk.model is not None:
@@ -176,6 +183,7 @@ class Assembler:
     def from_response(cls, body: str | bytes) -> Completion:
         """Decode a non-streamed ``chat.completion`` body through the same rules."""
         self = cls()
+        self._seen = True
         try:
             response = RESPONSE_DECODER.decode(body)
         except msgspec.DecodeError as exc:
@@ -210,8 +218,11 @@ class Assembler:
         calls = tuple(call.build(i) for i, call in enumerate(self._calls))
         return self._completion(calls, thinking_capped)
 
-    def partial(self, thinking_capped: bool = False) -> Completion:
-        """What has arrived so far, without the completeness checks of :meth:`finish`."""
+    def partial(self, thinking_capped: bool = False) -> Completion | None:
+        """What has arrived so far, without the completeness checks of :meth:`finish`;
+        None when no chunk has arrived at all."""
+        if not self._seen:
+            return None
         calls = tuple(
             ToolCall(c.id or "", c.name or "", "".join(c.arguments), c.extra) for c in self._calls
         )

@@ -8,7 +8,7 @@ thinking-budget control call. ``ChatStream`` is the per-request loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -94,11 +94,22 @@ class Client:
         await self._transport.aclose()
 
     # -- chat --------------------------------------------------------------------------------
-    def chat(self, request: ChatRequest) -> ChatStream:
+    def chat(
+        self,
+        request: ChatRequest,
+        *,
+        live_arguments: bool | Iterable[str] = False,
+        lenient_arguments: bool = True,
+    ) -> ChatStream:
         """Stream one chat: ``async for event in client.chat(request)``. The body is built
-        (and bad requests raise ``ValueError``) right here, before any network."""
+        (and bad requests raise ``ValueError``) right here, before any network.
+
+        ``live_arguments``: also yield ``ArgumentDelta`` events, the decoded text of each
+        string argument as it streams, for every tool (True) or the tools named.
+        ``lenient_arguments`` decodes them with the lenient rules (see ``ArgumentStream``).
+        """
         build_body(self.config, request)
-        return ChatStream(self, request)
+        return ChatStream(self, request, live_arguments, lenient_arguments)
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Run one chat to its end and return the Completion."""

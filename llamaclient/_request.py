@@ -23,8 +23,8 @@ class ChatRequest(msgspec.Struct, frozen=True):
     - ``slot``: pin the server slot (``id_slot``) so this agent's prompt cache stays warm.
       Requests of one client for the same slot are served one at a time, in order.
     - ``thinking``: ask the template to think (``chat_template_kwargs.enable_thinking``).
-    - ``thinking_budget``: cap reasoning at this many tokens (overrides ``Config``); 0 disables
-      the cap the config sets.
+    - ``thinking_budget``: cap reasoning at this many tokens (overrides ``Config``); 0 turns
+      off the cap the config sets.
     - ``wait``: when the pinned slot is busy elsewhere, wait (default) or raise ``BusyError``.
     - ``json_schema``/``response_format``: constrain the answer.
     - ``extra``: more body fields for server options not modelled here; they override ours.

@@ -8,9 +8,10 @@ task closes the HTTP response at once, so the server frees the slot.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
 from typing import TYPE_CHECKING
 
+from ._arguments import ArgumentStream
 from ._assembler import Assembler
 from ._completion import Completion
 from ._errors import (
@@ -21,6 +22,7 @@ from ._errors import (
     ThinkingOverrunError,
 )
 from ._events import ChatEvent, ThinkingCapped
+from ._live import LiveArguments
 from ._request import ChatRequest
 from ._sse import SSEDecoder
 from ._transport import Response, TransportError
@@ -32,6 +34,20 @@ if TYPE_CHECKING:
 __all__ = ["ChatStream"]
 
 
+class _Shared:
+    """What the stream's loop and its ChatStream both see. The loop holds this, never the
+    ChatStream: so dropping an unfinished ChatStream drops its generator at once, and asyncio
+    closes it (and with it the HTTP response) without waiting for the garbage collector."""
+
+    __slots__ = ("asm", "completion", "live", "response")
+
+    def __init__(self) -> None:
+        self.asm = Assembler()
+        self.live: LiveArguments | None = None
+        self.completion: Completion | None = None
+        self.response: Response | None = None
+
+
 class ChatStream:
     """``async for event in stream`` yields ChatEvents; then ``stream.completion``.
 
@@ -39,21 +55,47 @@ class ChatStream:
     sure the connection is released when you stop early.
     """
 
-    def __init__(self, client: Client, request: ChatRequest) -> None:
+    def __init__(
+        self,
+        client: Client,
+        request: ChatRequest,
+        live_arguments: bool | Iterable[str] = False,
+        lenient_arguments: bool = True,
+    ) -> None:
         self._client = client
         self.request = request
+        self._shared = _Shared()
+        self._live_tools = live_arguments
+        self._lenient = lenient_arguments
+        if live_arguments:
+            self._shared.live = self._new_live()
         self._gen: AsyncGenerator[list[ChatEvent], None] | None = None
         self._batch: list[ChatEvent] = []
         self._pos = 0
-        self._completion: Completion | None = None
-        self._response: Response | None = None
 
     @property
     def completion(self) -> Completion:
         """The Completion, once the stream has ended normally."""
-        if self._completion is None:
+        completion = self._shared.completion
+        if completion is None:
             raise RuntimeError("the stream has not finished yet: iterate it to the end first")
-        return self._completion
+        return completion
+
+    def arguments(self, index: int | None = None, *, tool: str | None = None) -> ArgumentStream:
+        """The live :class:`ArgumentStream` of tool call ``index``, or of the next call of the
+        tool named ``tool`` that nobody took yet. Take it before or while the stream runs; the
+        stream feeds it as pieces arrive and finishes it when the call is complete. Read it
+        from another task (``await args.field("content").delta()``) while this one iterates.
+        """
+        shared = self._shared
+        if shared.live is None:
+            shared.live = self._new_live()
+        return shared.live.claim(index, tool)
+
+    def _new_live(self) -> LiveArguments:
+        return LiveArguments(
+            self._shared.asm.tool_calls_so_far, self._live_tools, lenient=self._lenient
+        )
 
     def __aiter__(self) -> ChatStream:
         return self
@@ -61,7 +103,7 @@ class ChatStream:
     async def __anext__(self) -> ChatEvent:
         while self._pos >= len(self._batch):
             if self._gen is None:
-                self._gen = self._run()
+                self._gen = _run(self._client, self.request, self._shared)
             self._batch = await self._gen.__anext__()
             self._pos = 0
         event = self._batch[self._pos]
@@ -78,8 +120,6 @@ class ChatStream:
         """Stop the stream and release its connection (the server then frees the slot)."""
         if self._gen is not None:
             await self._gen.aclose()
-        elif self._response is not None:
-            await self._response.aclose()
 
     async def collect(self) -> Completion:
         """Drain the stream and return the Completion."""
@@ -88,89 +128,108 @@ class ChatStream:
                 pass
         return self.completion
 
-    # -- the loop ----------------------------------------------------------------------------
-    async def _run(self) -> AsyncGenerator[list[ChatEvent], None]:
-        client = self._client
-        config = client.config
-        request = self.request
-        asm = Assembler()
-        response: Response | None = None
-        slot = request.slot
-        ticket = client._slots.join(slot) if slot is not None else None
-        budget = request.thinking_budget
-        if budget is None:
-            budget = config.thinking_budget
-        capped = False
-        stall = config.stall_timeout
-        watchdog: Watchdog | None = None
-        try:
-            async for item in client._open(request, ticket):
-                if isinstance(item, list):
-                    yield item
-                else:
-                    response = self._response = item
-            if response is None:  # pragma: no cover - _open always ends with a response
-                raise InferError("no response")
-            content_type = (response.header("content-type") or "").lower()
-            if "text/event-stream" not in content_type:
-                self._completion = Assembler.from_response(await response.aread())
-                return
-            decoder = SSEDecoder()
-            read = response.read
-            watchdog = Watchdog(stall) if stall is not None else None
-            while True:
-                if watchdog is not None:
-                    watchdog.waiting()
-                    chunk = await read()
-                    watchdog.idle()
-                else:
-                    chunk = await read()
-                payloads = decoder.feed(chunk) if chunk else decoder.flush()
-                if len(payloads) == 1:
-                    events = asm.push(payloads[0])
-                else:
-                    events = []
-                    for payload in payloads:
-                        events += asm.push(payload)
-                if budget is not None and asm.in_reasoning:
-                    tokens = asm.reasoning_tokens
-                    if not capped and tokens >= max(budget, 1):
-                        capped = True
-                        await client._end_reasoning(asm.id)
-                        events.append(ThinkingCapped(tokens))
-                    elif capped and tokens > budget + config.thinking_grace:
-                        raise ThinkingOverrunError(
-                            f"reasoning went on for {tokens} tokens past a budget of {budget}",
-                            partial=asm.partial(capped),
-                        )
+
+
+async def _run(
+    client: Client, request: ChatRequest, shared: _Shared
+) -> AsyncGenerator[list[ChatEvent], None]:
+    """The loop: wait for a response, then read → SSE framing → assembler → events."""
+    config = client.config
+    asm = shared.asm
+    response: Response | None = None
+    slot = request.slot
+    ticket = client._slots.join(slot) if slot is not None else None
+    budget = request.thinking_budget
+    if budget is None:
+        budget = config.thinking_budget
+    elif budget == 0:  # the request turns the config's cap off
+        budget = None
+    capped = False
+    stall = config.stall_timeout
+    watchdog: Watchdog | None = None
+    try:
+        async for item in client._open(request, ticket):
+            if isinstance(item, list):
+                yield item
+            else:
+                response = shared.response = item
+        if response is None:  # pragma: no cover - _open always ends with a response
+            raise InferError("no response")
+        content_type = (response.header("content-type") or "").lower()
+        if "text/event-stream" not in content_type:
+            shared.completion = Assembler.from_response(await response.aread())
+            return
+        decoder = SSEDecoder()
+        read = response.read
+        watchdog = Watchdog(stall) if stall is not None else None
+        while True:
+            if watchdog is not None:
+                watchdog.waiting()
+                chunk = await read()
+                watchdog.idle()
+            else:
+                chunk = await read()
+            payloads = decoder.feed(chunk) if chunk else decoder.flush()
+            events: list[ChatEvent] = []
+            try:
+                for payload in payloads:
+                    got = asm.push(payload)
+                    if budget is not None and asm.in_reasoning:
+                        tokens = asm.reasoning_tokens
+                        if not capped and tokens >= budget:
+                            capped = True
+                            await client._end_reasoning(asm.id)
+                            got.append(ThinkingCapped(tokens))
+                        elif capped and tokens > budget + config.thinking_grace:
+                            raise ThinkingOverrunError(
+                                f"reasoning went on for {tokens} tokens past a budget of "
+                                f"{budget}",
+                                partial=asm.partial(capped),
+                            )
+                    if events:
+                        events += got
+                    else:
+                        events = got
+            except InferError:
+                # What arrived before the error in this read is delivered first, so the
+                # events never depend on how the bytes were split into reads.
+                if shared.live is not None:
+                    events = shared.live.process(events)
                 if events:
                     yield events
-                if not chunk:
-                    break
-            self._completion = asm.finish(capped)
-        except asyncio.CancelledError:
-            if watchdog is None or not watchdog.fired:
                 raise
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            raise StalledError(
-                f"no bytes for {stall} s while streaming", partial=asm.partial(capped)
-            ) from None
-        except TransportError as exc:
-            raise StreamClosedEarlyError(
-                f"the stream broke: {exc}", partial=asm.partial(capped)
-            ) from exc
-        except ProtocolError as exc:
-            if exc.partial is None:
-                exc.partial = asm.partial(capped)
+            if shared.live is not None:
+                events = shared.live.process(events)
+            if events:
+                yield events
+            if not chunk:
+                break
+        shared.completion = asm.finish(capped)
+    except asyncio.CancelledError:
+        if watchdog is None or not watchdog.fired:
             raise
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        raise StalledError(
+            f"no bytes for {stall} s while streaming", partial=asm.partial(capped)
+        ) from None
+    except TransportError as exc:
+        raise StreamClosedEarlyError(
+            f"the stream broke: {exc}", partial=asm.partial(capped)
+        ) from exc
+    except ProtocolError as exc:
+        if exc.partial is None:
+            exc.partial = asm.partial(capped)
+        raise
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+        if shared.live is not None:
+            shared.live.abort("the chat stream ended first")
+        try:
+            if response is not None:
+                await response.aclose()
         finally:
-            if watchdog is not None:
-                watchdog.cancel()
-            try:
-                if response is not None:
-                    await response.aclose()
-            finally:
-                if slot is not None:
-                    client._slots.leave(slot, ticket)
+            if slot is not None:
+                client._slots.leave(slot, ticket)

@@ -25,8 +25,8 @@ class Watchdog:
     def waiting(self) -> None:
         """A read starts waiting now."""
         self._since = self._loop.time()
+        self._task = asyncio.current_task()  # reads may come from different tasks
         if self._handle is None:
-            self._task = asyncio.current_task()
             self._handle = self._loop.call_at(self._since + self._seconds, self._check)
 
     def idle(self) -> None:
