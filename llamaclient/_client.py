@@ -79,6 +79,9 @@ class Client:
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self._headers: Mapping[str, str] = headers
+        # llama-server closes the connection after every streamed response (measured), so a
+        # pooled connection would only fail on its next use: ask for the close up front.
+        self._chat_headers: Mapping[str, str] = {**headers, "Connection": "close"}
         self._slots = SlotQueue()
 
     def __repr__(self) -> str:
@@ -132,16 +135,19 @@ class Client:
         return result
 
     # -- internals ---------------------------------------------------------------------------
-    async def _request(self, method: str, path: str, body: bytes | None = None) -> Response:
+    async def _request(
+        self, method: str, path: str, body: bytes | None = None, *, stream: bool = False
+    ) -> Response:
         """One request; a stale pooled connection is retried once on a fresh one (nothing
         reached the model, so that is always safe)."""
         url = self._base + path
+        headers = self._chat_headers if stream else self._headers
         try:
-            return await self._transport.send(method, url, self._headers, body)
+            return await self._transport.send(method, url, headers, body)
         except TransportError as exc:
             if exc.kind != "disconnected":
                 raise
-        return await self._transport.send(method, url, self._headers, body)
+        return await self._transport.send(method, url, headers, body)
 
     async def _get_json(self, path: str) -> Any:
         try:
@@ -210,7 +216,7 @@ class Client:
         while True:
             try:
                 async with asyncio.timeout(config.wait_timeout):
-                    response = await self._request("POST", "/v1/chat/completions", body)
+                    response = await self._request("POST", "/v1/chat/completions", body, stream=True)
             except TimeoutError:
                 raise WaitTimeoutError(
                     f"no response headers within {config.wait_timeout} s"

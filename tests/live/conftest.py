@@ -1,0 +1,67 @@
+"""Fixtures for the live tests: a real llama-server running the scripted model.
+
+The model is written once per session. Each test module gets its own server (module scope),
+started with the flags in the module-level ``LLAMA_SERVER_FLAGS`` tuple (default:
+``DEFAULT_FLAGS``). Every test under ``tests/live`` is marked ``live``. A missing
+``llama-server`` binary is a failure, not a skip: the live suite must not pass silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devtools.llama_server import LlamaServer, LlamaServerNotFound, find_binary
+from devtools.scripted_model import write_model
+
+DEFAULT_FLAGS: tuple[str, ...] = ("-np", "2", "-c", "16384", "-b", "64", "-ub", "64")
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test collected under ``tests/live`` as ``live``."""
+    for item in items:
+        if _HERE in item.path.parents:
+            item.add_marker(pytest.mark.live)
+
+
+@pytest.fixture(scope="session")
+def llama_server_binary() -> Path:
+    """The llama-server binary; fails the test (with install instructions) when missing."""
+    try:
+        return find_binary()
+    except LlamaServerNotFound as exc:
+        message = str(exc)
+    pytest.fail(message, pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def scripted_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The scripted GGUF model, written once per session."""
+    return write_model(tmp_path_factory.mktemp("model") / "scripted.gguf")
+
+
+@pytest.fixture(scope="module")
+def live_server(
+    request: pytest.FixtureRequest,
+    llama_server_binary: Path,
+    scripted_model_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[LlamaServer]:
+    """A running llama-server for this module (flags from ``LLAMA_SERVER_FLAGS``)."""
+    flags = getattr(request.module, "LLAMA_SERVER_FLAGS", DEFAULT_FLAGS)
+    log = tmp_path_factory.mktemp("server") / "llama-server.log"
+    server = LlamaServer(scripted_model_path, *flags, log_path=log, binary=llama_server_binary)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def base_url(live_server: LlamaServer) -> str:
+    """``http://127.0.0.1:<port>`` of this module's server."""
+    return live_server.base_url
