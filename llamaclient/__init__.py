@@ -44,12 +44,11 @@ from ._messages import (
 )
 from ._request import ChatRequest
 from ._stream import ChatStream
-from ._transport import AiohttpTransport, HttpxTransport, Response, Transport, TransportError
+from ._transport import Response, Transport, TransportError
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AiohttpTransport",
     "ArgumentDelta",
     "ArgumentStream",
     "Assembler",
@@ -68,7 +67,6 @@ __all__ = [
     "FieldHandle",
     "FieldText",
     "FinishReason",
-    "HttpxTransport",
     "HTTPStatusError",
     "InferError",
     "LoadTimeoutError",

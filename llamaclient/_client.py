@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import msgspec
 
 from ._body import build_body
@@ -30,11 +29,15 @@ from ._request import ChatRequest
 from ._retry import RETRYABLE_STATUS, backoff_seconds, retry_after_seconds
 from ._slots import SlotQueue
 from ._stream import ChatStream
-from ._transport import AiohttpTransport, HttpxTransport, Response, Transport, TransportError
+from ._transport import Response, Transport, TransportError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["Client"]
 
 _JSON = msgspec.json.Decoder()
+CHAT_PATH = "/v1/chat/completions"
 
 
 class _ErrorBody(msgspec.Struct):
@@ -72,8 +75,12 @@ class Client:
         if transport is not None:
             self._transport: Transport = transport
         elif http_client is not None or config.transport == "httpx":
+            from ._httpx import HttpxTransport
+
             self._transport = HttpxTransport(http_client, config.connect_timeout)
         else:
+            from ._aiohttp import AiohttpTransport
+
             self._transport = AiohttpTransport(config.connect_timeout)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if config.api_key:
@@ -149,17 +156,27 @@ class Client:
                 raise
         return await self._transport.send(method, url, headers, body)
 
-    async def _get_json(self, path: str) -> Any:
+    async def _call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        """A small request/response exchange, bounded by ``wait_timeout``."""
         try:
-            response = await self._request("GET", path)
+            async with asyncio.timeout(self.config.wait_timeout):
+                response = await self._request(method, path, body)
+                try:
+                    data = await response.aread()
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise WaitTimeoutError(
+                f"{method} {path}: no answer within {self.config.wait_timeout} s"
+            ) from None
         except TransportError as exc:
-            raise ConnectError(f"GET {path}: {exc}") from exc
-        try:
-            data = await response.aread()
-        finally:
-            await response.aclose()
-        if response.status >= 400:
-            raise _status_error(response.status, data)
+            raise ConnectError(f"{method} {path}: {exc}") from exc
+        return response.status, data
+
+    async def _get_json(self, path: str) -> Any:
+        status, data = await self._call("GET", path)
+        if status >= 400:
+            raise _status_error(status, data)
         return _JSON.decode(data)
 
     async def _end_reasoning(self, completion_id: str | None) -> bool:
@@ -170,22 +187,18 @@ class Client:
         if self.config.model:
             body["model"] = self.config.model
         try:
-            response = await self._request(
+            status, data = await self._call(
                 "POST", "/v1/chat/completions/control", msgspec.json.encode(body)
             )
-            try:
-                data = await response.aread()
-            finally:
-                await response.aclose()
-        except TransportError:
+        except (ConnectError, WaitTimeoutError):
             return False
-        return response.status == 200 and b'"success":true' in data
+        return status == 200 and b'"success":true' in data
 
     async def _slot_busy(self, slot: int) -> bool:
         try:
             slots = await self.slots()
-        except (HTTPStatusError, ConnectError, msgspec.DecodeError):
-            return False  # /slots disabled or unreachable: let the server queue us
+        except (HTTPStatusError, ConnectError, WaitTimeoutError, msgspec.DecodeError):
+            return False  # /slots disabled, unreachable or slow: let the server queue us
         if not slots:
             return False
         entry = slots[slot % len(slots)]
@@ -216,7 +229,7 @@ class Client:
         while True:
             try:
                 async with asyncio.timeout(config.wait_timeout):
-                    response = await self._request("POST", "/v1/chat/completions", body, stream=True)
+                    response = await self._request("POST", CHAT_PATH, body, stream=True)
             except TimeoutError:
                 raise WaitTimeoutError(
                     f"no response headers within {config.wait_timeout} s"
@@ -265,12 +278,10 @@ class Client:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
             try:
-                response = await self._request("GET", "/health")
-                await response.aread()
-                await response.aclose()
-            except TransportError:
+                status, _ = await self._call("GET", "/health")
+            except (ConnectError, WaitTimeoutError):
                 continue
-            if response.status == 200:
+            if status == 200:
                 return
 
 

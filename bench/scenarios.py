@@ -1,0 +1,245 @@
+"""The scenarios. Each one runs every contender side by side, round-robin over the repeats.
+
+CPU is ``time.process_time()`` of this process, which only runs the clients: the fake server
+is in other processes. Delays are ``time.time()`` at the consumer minus the send time the
+server wrote into the content text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import sse_micro
+from bench.chunks import Spec
+from bench.contenders import CONTENDERS, Contender, Unavailable, make
+from bench.fake_server import FakeServer
+from bench.results import Metric, Results
+
+__all__ = ["SCENARIOS", "Settings"]
+
+ROOT = Path(__file__).resolve().parent.parent
+SLOW = {"openai raw", "openai helper"}  # run once, not per repeat, on the longest streams
+
+
+@dataclass(frozen=True)
+class Settings:
+    repeats: int = 3
+    bulk_n: int = 20_000
+    paced_streams: int = 256
+    paced_seconds: float = 4.0
+    rate: float = 50.0
+    tool_n: int = 20_000
+    scale_small: int = 1_000
+    scale_large: int = 100_000
+    memory_streams: int = 256
+    import_runs: int = 5
+    sse_events: int = 100_000
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(
+            repeats=1,
+            bulk_n=5_000,
+            paced_seconds=2.0,
+            tool_n=5_000,
+            scale_large=20_000,
+            memory_streams=64,
+            import_runs=3,
+            sse_events=20_000,
+        )
+
+
+Scenario = Callable[[Settings, FakeServer, Results], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def _contenders(
+    url: str, results: Results, extra: tuple[str, ...] = ()
+) -> AsyncIterator[list[Contender]]:
+    async with contextlib.AsyncExitStack() as stack:
+        ready = []
+        for name in (*CONTENDERS, *extra):
+            try:
+                ready.append(await stack.enter_async_context(make(name, url)))
+            except Unavailable as exc:
+                results.missing[name] = str(exc)
+        for contender in ready:  # warm up: connections, lazy imports, caches
+            await contender.run(Spec(n=200))
+        yield ready
+
+
+def _rounds(settings: Settings, contenders: list[Contender]) -> Iterator[Contender]:
+    """Round-robin over the repeats; the slow contenders (OpenAI SDK) only in the first."""
+    for repeat in range(settings.repeats):
+        for contender in contenders:
+            if not repeat or contender.name not in SLOW:
+                yield contender
+
+
+async def _cpu_us(contender: Contender, spec: Spec, events: int) -> float:
+    gc.collect()
+    start = time.process_time()
+    await contender.run(spec)
+    return (time.process_time() - start) / events * 1e6
+
+
+async def bulk(settings: Settings, server: FakeServer, results: Results) -> None:
+    """20,000 content chunks as fast as the socket takes them."""
+    metric = Metric("bulk", f"CPU µs/event, {settings.bulk_n:,} chunks")
+    spec = Spec(n=settings.bulk_n)
+    async with _contenders(server.url, results) as contenders:
+        for contender in _rounds(settings, contenders):
+            results.add(metric, contender.name, await _cpu_us(contender, spec, spec.n))
+
+
+async def paced(settings: Settings, server: FakeServer, results: Results) -> None:
+    """``paced_streams`` concurrent streams at ``rate`` events/s each, on one client."""
+    n = int(settings.rate * settings.paced_seconds)
+    spec = Spec(mode="paced", n=n, rate=settings.rate)
+    streams = settings.paced_streams
+    label = f"{streams} streams at {settings.rate:g}/s"
+    cpu = Metric("paced", f"CPU µs/event, {label}")
+    p50 = Metric("paced", "delay p50, ms", ratios=False, digits=2)
+    p99 = Metric("paced", "delay p99, ms", ratios=False, digits=2)
+    took = Metric("paced", f"run wall time, s ({settings.paced_seconds:g} if on time)", False)
+    server_cpu = Metric("paced", "fake server CPU, % of 1 core", ratios=False, digits=0)
+    async with _contenders(server.url, results) as contenders:
+        for contender in contenders:  # open all the connections once
+            await asyncio.gather(*(contender.run(Spec(n=1)) for _ in range(streams)))
+        for contender in _rounds(settings, contenders):
+            delays: list[float] = []
+            now = time.time
+
+            def sink(
+                text: str, delays: list[float] = delays, now: Callable[[], float] = now
+            ) -> None:
+                delays.append(now() - float(text))
+
+            gc.collect()
+            start, wall, served = time.process_time(), time.perf_counter(), server.cpu_seconds()
+            await asyncio.gather(*(contender.run(spec, sink) for _ in range(streams)))
+            used = time.process_time() - start
+            wall = time.perf_counter() - wall
+            served = server.cpu_seconds() - served
+            if len(delays) != streams * n:
+                results.notes.append(f"paced: {contender.name} got {len(delays)} events")
+            ms = sorted(d * 1e3 for d in delays)
+            results.add(cpu, contender.name, used / len(delays) * 1e6)
+            results.add(p50, contender.name, ms[len(ms) // 2])
+            results.add(p99, contender.name, ms[min(len(ms) - 1, int(len(ms) * 0.99))])
+            results.add(took, contender.name, wall)
+            results.add(server_cpu, contender.name, served / wall * 100)
+
+
+async def tools(settings: Settings, server: FakeServer, results: Results) -> None:
+    """Reasoning then content; one tool call of ``tool_n`` argument fragments."""
+    n = settings.tool_n
+    reasoning = Metric("tools", f"reasoning→content, CPU µs/event, {n:,} chunks")
+    tool = Metric("tools", f"1 tool call, CPU µs/fragment, {n:,} fragments")
+    specs = ((reasoning, Spec(kind="reasoning", n=n)), (tool, Spec(kind="tool", n=n)))
+    async with _contenders(server.url, results, extra=("ours (aiohttp) +live",)) as contenders:
+        for contender in _rounds(settings, contenders):
+            for metric, spec in specs:
+                if spec.kind == "tool" or not contender.name.endswith("+live"):
+                    results.add(metric, contender.name, await _cpu_us(contender, spec, n))
+
+
+async def scaling(settings: Settings, server: FakeServer, results: Results) -> None:
+    """CPU per chunk at ``scale_small`` and ``scale_large`` chunks per stream."""
+    small, large = settings.scale_small, settings.scale_large
+    m_small = Metric("scaling", f"CPU µs/chunk, {small:,} chunks")
+    m_large = Metric("scaling", f"CPU µs/chunk, {large:,} chunks")
+    ratio = Metric("scaling", f"{large:,} / {small:,} per-chunk cost", ratios=False, digits=2)
+    async with _contenders(server.url, results) as contenders:
+        for _ in range(max(settings.repeats, 3)):
+            for contender in contenders:
+                results.add(m_small, contender.name, await _cpu_us(contender, Spec(n=small), small))
+        for contender in _rounds(settings, contenders):
+            results.add(m_large, contender.name, await _cpu_us(contender, Spec(n=large), large))
+        for contender in contenders:
+            a, b = results.best(m_small, contender.name), results.best(m_large, contender.name)
+            if a and b:
+                results.add(ratio, contender.name, b / a)
+
+
+async def memory(settings: Settings, server: FakeServer, results: Results) -> None:
+    """Memory per open stream, each contender in a fresh process."""
+    streams = settings.memory_streams
+    rss = Metric("memory", f"RSS KiB/open stream, {streams} open")
+    traced = Metric("memory", f"tracemalloc KiB/open stream, {streams} open")
+    for name in CONTENDERS:
+        cmd = [sys.executable, "-m", "bench.memory_probe", name, server.url, str(streams)]
+        proc = await asyncio.create_subprocess_exec(*cmd, cwd=ROOT, stdout=subprocess.PIPE)
+        out, _ = await proc.communicate()
+        data = json.loads(out.decode().strip().splitlines()[-1]) if out.strip() else {}
+        if "error" in data or proc.returncode:
+            results.missing.setdefault(name, str(data.get("error", f"exit {proc.returncode}")))
+            continue
+        results.add(rss, name, data["rss_kib"])
+        results.add(traced, name, data["traced_kib"])
+
+
+IMPORTS = {
+    "ours (aiohttp)": "import llamaclient",
+    "openai raw": "import openai",
+    "floor httpx": "import httpx, httpx_sse, msgspec",
+    "floor asyncio": "import asyncio, msgspec",
+}
+
+
+def _python_ms(code: str) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+    return (time.perf_counter() - start) * 1e3
+
+
+async def import_time(settings: Settings, server: FakeServer, results: Results) -> None:
+    """Wall time of ``python -c "import X"`` minus ``python -c "pass"`` (best of the runs)."""
+    metric = Metric("import", "import time, ms (minus bare python)")
+    bare: list[float] = []
+    times: dict[str, list[float]] = {name: [] for name in IMPORTS}
+    for _ in range(settings.import_runs):
+        bare.append(_python_ms("pass"))
+        for name, code in IMPORTS.items():
+            try:
+                times[name].append(_python_ms(code))
+            except subprocess.CalledProcessError:
+                results.missing.setdefault(name, f"{code!r} failed")
+    base = min(bare)
+    for name, values in times.items():
+        for value in values:
+            results.add(metric, name, value - base)
+            if name in ("ours (aiohttp)", "openai raw"):
+                twin = "ours (httpx)" if name.startswith("ours") else "openai helper"
+                results.add(metric, twin, value - base)
+    results.notes.append(f"import: bare `python -c pass` takes {base:.0f} ms here.")
+
+
+async def sse(settings: Settings, server: FakeServer, results: Results) -> None:
+    """The SSE decoder alone, ours vs httpx-sse (no network)."""
+    measured = sse_micro.measure(settings.sse_events, max(settings.repeats, 3))
+    for case, per in measured.items():
+        metric = Metric("sse decoder", f"CPU µs/event, {case}", digits=2)
+        for name, values in per.items():
+            for value in values:
+                results.add(metric, name, value)
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "sse": sse,
+    "bulk": bulk,
+    "paced": paced,
+    "tools": tools,
+    "scaling": scaling,
+    "memory": memory,
+    "import": import_time,
+}

@@ -1,0 +1,88 @@
+"""Shared fixtures and helpers for the client tests (``tests/test_client_*.py``).
+
+- ``transport``: every fault-server test runs once per transport, ``"aiohttp"`` and ``"httpx"``.
+- ``server``: a fresh :class:`~tests.faultserver.FaultServer` on loopback.
+- ``make_client``: builds ``Client`` objects for ``server`` over ``transport`` with small
+  timeouts and fast backoff; on teardown every client is closed and the server must see all
+  of its connections closed (a leaked connection fails the test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
+
+import pytest
+import pytest_asyncio
+
+from llamaclient import ChatEvent, ChatRequest, ChatStream, Client, Config, UserMessage
+from tests.faultserver import FaultServer
+
+TransportName = Literal["aiohttp", "httpx"]
+TRANSPORTS: tuple[TransportName, ...] = ("aiohttp", "httpx")
+CHAT = "/v1/chat/completions"
+CONTROL = "/v1/chat/completions/control"
+
+ClientFactory = Callable[..., Client]
+
+# Defaults for test clients: fail fast, never hang the suite.
+FAST: dict[str, Any] = {
+    "connect_timeout": 2.0,
+    "wait_timeout": 5.0,
+    "stall_timeout": 5.0,
+    "load_timeout": 5.0,
+    "retry_backoff": 0.01,
+    "retry_max_backoff": 0.02,
+}
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> TransportName:
+    name: TransportName = request.param
+    return name
+
+
+@pytest_asyncio.fixture
+async def server() -> AsyncIterator[FaultServer]:
+    async with FaultServer(hold_timeout=10.0) as srv:
+        yield srv
+
+
+def make_config(base_url: str, transport: TransportName, **overrides: Any) -> Config:
+    fields: dict[str, Any] = {**FAST, "transport": transport, **overrides}
+    return Config(base_url, **fields)
+
+
+@pytest_asyncio.fixture
+async def make_client(
+    server: FaultServer, transport: TransportName
+) -> AsyncIterator[ClientFactory]:
+    clients: list[Client] = []
+
+    def make(**overrides: Any) -> Client:
+        client = Client(make_config(server.url, transport, **overrides))
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.aclose()
+    await server.wait_closed_connections(timeout=5.0)
+
+
+def user(text: str = "hi", **fields: Any) -> ChatRequest:
+    """A one-message request."""
+    return ChatRequest([UserMessage(text)], **fields)
+
+
+async def drain(stream: ChatStream) -> tuple[list[ChatEvent], BaseException | None]:
+    """Iterate ``stream`` to its end inside ``async with``; return the events and the error
+    that ended it (None when it finished normally)."""
+    events: list[ChatEvent] = []
+    try:
+        async with stream:
+            async for event in stream:
+                events.append(event)
+    except Exception as exc:
+        return events, exc
+    return events, None
