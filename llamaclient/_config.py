@@ -44,7 +44,7 @@ class Config(msgspec.Struct, frozen=True):
     retry_backoff: float = 0.25
     retry_max_backoff: float = 8.0
     thinking_budget: int | None = None
-    thinking_grace: int = 64
+    thinking_grace: int = 256
     transport: Literal["aiohttp", "httpx"] = "aiohttp"
 
     def __repr__(self) -> str:

@@ -122,7 +122,9 @@ class LiveArguments:
             if claimed is not None:
                 self._handed.add(index)
             if claimed is not None or self._all or name in self._tools:
-                self._calls[index] = _Live(claimed or self._new(), name, True)
+                self._calls[index] = _Live(
+                    claimed or self._new(), name, self._all or name in self._tools
+                )
         live = self._calls.get(index)
         if live is not None and event.arguments:
             self._run(live, index, event.arguments, out)

@@ -144,7 +144,8 @@ async def _run(
         budget = config.thinking_budget
     elif budget == 0:  # the request turns the config's cap off
         budget = None
-    capped = False
+    asked = False  # the control call to end the reasoning was made
+    capped = False  # ... and the server accepted it
     stall = config.stall_timeout
     watchdog: Watchdog | None = None
     try:
@@ -174,22 +175,24 @@ async def _run(
             try:
                 for payload in payloads:
                     got = asm.push(payload)
-                    if budget is not None and asm.in_reasoning:
-                        tokens = asm.reasoning_tokens
-                        if not capped and tokens >= budget:
-                            capped = True
-                            await client._end_reasoning(asm.id)
-                            got.append(ThinkingCapped(tokens))
-                        elif capped and tokens > budget + config.thinking_grace:
-                            raise ThinkingOverrunError(
-                                f"reasoning went on for {tokens} tokens past a budget of "
-                                f"{budget}",
-                                partial=asm.partial(capped),
-                            )
                     if events:
                         events += got
                     else:
                         events = got
+                    if budget is None or not asm.in_reasoning:
+                        continue
+                    tokens = asm.reasoning_tokens
+                    if not asked and tokens >= budget:
+                        asked = True
+                        if await client._end_reasoning(asm.id):
+                            capped = True
+                            events.append(ThinkingCapped(tokens))
+                    elif asked and tokens > budget + config.thinking_grace:
+                        raise ThinkingOverrunError(
+                            f"reasoning went on for {tokens} tokens past a budget of {budget}"
+                            + ("" if capped else " (the server refused to end it)"),
+                            partial=asm.partial(capped),
+                        )
             except InferError:
                 # What arrived before the error in this read is delivered first, so the
                 # events never depend on how the bytes were split into reads.

@@ -2,19 +2,23 @@
 
 The model is written once per session. Each test module gets its own server (module scope),
 started with the flags in the module-level ``LLAMA_SERVER_FLAGS`` tuple (default:
-``DEFAULT_FLAGS``). Every test under ``tests/live`` is marked ``live``. A missing
+``DEFAULT_FLAGS``). Every test under ``tests/live`` is marked ``live``. ``live_client`` is our
+own ``Client`` for that server, once per transport (``live_transport``). A missing
 ``llama-server`` binary is a failure, not a skip: the live suite must not pass silently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from devtools.llama_server import LlamaServer, LlamaServerNotFound, find_binary
 from devtools.scripted_model import write_model
+from llamaclient import Client
+from tests.live.chat import TRANSPORTS, TransportName, live_config
 
 DEFAULT_FLAGS: tuple[str, ...] = ("-np", "2", "-c", "16384", "-b", "64", "-ub", "64")
 _HERE = Path(__file__).parent
@@ -65,3 +69,17 @@ def live_server(
 def base_url(live_server: LlamaServer) -> str:
     """``http://127.0.0.1:<port>`` of this module's server."""
     return live_server.base_url
+
+
+@pytest.fixture(params=TRANSPORTS)
+def live_transport(request: pytest.FixtureRequest) -> TransportName:
+    """Each test that uses it runs once per transport: ``"aiohttp"`` and ``"httpx"``."""
+    name: TransportName = request.param
+    return name
+
+
+@pytest_asyncio.fixture
+async def live_client(base_url: str, live_transport: TransportName) -> AsyncIterator[Client]:
+    """Our ``Client`` for this module's server, over ``live_transport``; closed afterwards."""
+    async with Client(live_config(base_url, live_transport)) as client:
+        yield client

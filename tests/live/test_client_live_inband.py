@@ -1,0 +1,44 @@
+"""In-band error through our ``Client`` (wire §9 scenario 25): four concurrent streams overflow
+a small unified KV pool; the ones that fail raise ``ServerError`` with everything generated so
+far in ``partial``, and the others finish normally."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from llamaclient import Client, Content, FinishReason, Reasoning, ServerError
+from tests.live.chat import ID_RE, drain, output, script_request, text_of
+
+LLAMA_SERVER_FLAGS = ("-c", "256", "-np", "4", "--kv-unified")
+
+
+@pytest.mark.asyncio
+async def test_unified_kv_overflow_raises_server_error_with_partial(live_client: Client) -> None:
+    request = script_request("long_answer", max_tokens=90, thinking=False)
+    streams = [live_client.chat(request) for _ in range(4)]
+    results = await asyncio.gather(*(drain(s) for s in streams))
+    failed = [(events, error) for events, error in results if error is not None]
+    assert failed, "no stream overflowed"
+    for events, error in failed:
+        assert isinstance(error, ServerError), error
+        assert (error.code, error.type) == (500, "server_error")
+        assert error.message == "Context size has been exceeded."
+        partial = error.partial
+        assert partial is not None
+        assert ID_RE.match(partial.id)
+        assert partial.finish_reason is None
+        assert partial.content is not None
+        assert partial.content.startswith("Counting: tick tock")
+        # Nothing generated is lost, and the events already told all of it.
+        assert partial.content == text_of(events, Content)
+        assert not [e for e in events if isinstance(e, Reasoning)]
+    for stream, (events, end) in zip(streams, results, strict=True):
+        if end is None:
+            completion = stream.completion
+            assert completion.finish_reason is FinishReason.LENGTH
+            assert completion.usage.completion_tokens == 90
+            assert completion.content == text_of(output(events), Content)
+    # The failed streams were closed: every slot is idle again.
+    assert not [s["id"] for s in await live_client.slots() if s["is_processing"]]

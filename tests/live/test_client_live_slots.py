@@ -1,0 +1,224 @@
+"""Slots through our ``Client`` on a real llama-server (``-np 2``): a pinned slot busy with
+another client's request (``Waiting(slot_busy=True)``, or ``BusyError`` with ``wait=False``),
+two requests of one client for one slot (``Queued``), and cancelling a stream mid-way, which
+must free the slot on the server within 2 s."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+import pytest
+import pytest_asyncio
+
+from devtools.llama_server import LlamaServer
+from devtools.rawhttp import RawExchange, build_request
+from devtools.scripts import request_body
+from llamaclient import (
+    BusyError,
+    ChatEvent,
+    Client,
+    Content,
+    FinishReason,
+    Progress,
+    Queued,
+    Reasoning,
+    Waiting,
+)
+from tests.live.chat import drain, output, script_request
+
+pytestmark = pytest.mark.asyncio
+
+LONG = 20_000  # tokens: ~30 s of generation, far longer than any test waits
+
+
+async def slot_busy(client: Client, slot: int) -> bool:
+    return bool((await client.slots())[slot]["is_processing"])
+
+
+async def wait_idle(client: Client, slot: int, within: float = 2.0) -> float:
+    """Seconds until ``GET /slots`` shows ``slot`` idle; fails after ``within``."""
+    started = time.monotonic()
+    while await slot_busy(client, slot):
+        elapsed = time.monotonic() - started
+        assert elapsed < within, f"slot {slot} still processing after {elapsed:.2f} s"
+        await asyncio.sleep(0.02)
+    return time.monotonic() - started
+
+
+class Holder:
+    """Another client (a raw socket, read from a thread so it never competes with our event
+    loop) streaming a long answer pinned to ``slot``. ``stop()`` closes its connection."""
+
+    def __init__(self, port: int, slot: int) -> None:
+        self.port = port
+        self.slot = slot
+        self.closed_at: float | None = None
+        self._exchange: RawExchange | None = None
+
+    async def __aenter__(self) -> Holder:
+        body = request_body("long_answer", max_tokens=LONG, id_slot=self.slot)
+        request = build_request("POST", "/v1/chat/completions", self.port, body)
+        exchange = self._exchange = RawExchange(self.port, request, timeout=60)
+        await asyncio.to_thread(exchange.read_until, b'"content"')
+        assert exchange.response.startswith(b"HTTP/1.1 200"), exchange.response[:200]
+        assert b'"content"' in exchange.response
+        return self
+
+    async def stop(self) -> None:
+        if self._exchange is not None and self.closed_at is None:
+            self._exchange.close()
+            self.closed_at = time.monotonic()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+@pytest_asyncio.fixture(autouse=True)
+async def slots_idle(live_client: Client) -> None:
+    """Every test starts with both slots idle (a previous test may just have let go)."""
+    for slot in (0, 1):
+        await wait_idle(live_client, slot, within=5.0)
+
+
+# -- a slot busy with another client's request ------------------------------------------------
+async def test_pinned_busy_slot_waits_then_succeeds(
+    live_client: Client, live_server: LlamaServer
+) -> None:
+    async with Holder(live_server.port, slot=0) as holder:
+        assert await slot_busy(live_client, 0)
+        stream = live_client.chat(script_request("reasoning_answer", slot=0))
+        events: list[tuple[float, ChatEvent]] = []
+        stopper: asyncio.Task[None] | None = None
+        async with stream:
+            async for event in stream:
+                events.append((time.monotonic(), event))
+                if event == Waiting(slot_busy=True):
+                    # The server defers our request until the holder lets go of the slot.
+                    stopper = asyncio.create_task(delayed(0.3, holder.stop()))
+        assert stopper is not None
+        await stopper
+    assert events[0][1] == Waiting(slot_busy=True)
+    assert [e for _, e in events].count(Waiting(slot_busy=True)) == 1
+    assert holder.closed_at is not None
+    started = events[1][0]
+    assert started > holder.closed_at, "our request ran while the holder had the slot"
+    completion = stream.completion
+    assert (completion.reasoning_content, completion.content) == (
+        "Let me check the file.",
+        "Done.",
+    )
+    assert completion.finish_reason is FinishReason.STOP
+
+
+async def delayed(seconds: float, then: Any) -> None:
+    await asyncio.sleep(seconds)
+    await then
+
+
+async def test_pinned_busy_slot_without_waiting_is_busy_error(
+    live_client: Client, live_server: LlamaServer
+) -> None:
+    async with Holder(live_server.port, slot=0):
+        request = script_request("reasoning_answer", slot=0, wait=False)
+        events, error = await drain(live_client.chat(request))
+        assert events == []
+        assert isinstance(error, BusyError), error
+        assert error.partial is None
+        # The other slot is free: an unpinned request (or one for slot 1) runs at once.
+        completion = await live_client.complete(
+            script_request("reasoning_answer", slot=1, wait=False)
+        )
+        assert completion.content == "Done."
+        assert await slot_busy(live_client, 0), "the holder kept its slot"
+
+
+# -- two requests of one client for one slot ------------------------------------------------
+async def test_same_slot_requests_queue_in_order(live_client: Client) -> None:
+    log: list[tuple[str, float, ChatEvent | None]] = []
+
+    async def run(name: str, started: asyncio.Event | None, **fields: Any) -> list[ChatEvent]:
+        script = "long_answer" if name == "first" else "reasoning_answer"
+        stream = live_client.chat(script_request(script, slot=0, **fields))
+        events: list[ChatEvent] = []
+        async with stream:
+            async for event in stream:
+                events.append(event)
+                log.append((name, time.monotonic(), event))
+                if started is not None:
+                    started.set()
+        log.append((name, time.monotonic(), None))
+        return events
+
+    first_started = asyncio.Event()
+    first = asyncio.create_task(run("first", first_started, max_tokens=400))
+    await first_started.wait()
+    second = asyncio.create_task(run("second", None))
+    first_events, second_events = await asyncio.gather(first, second)
+    assert second_events[0] == Queued(ahead=1)
+    assert not [e for e in first_events if isinstance(e, Queued | Waiting)]
+    assert [type(e) for e in output(second_events)][1:] == [Reasoning, Content], second_events
+    first_end = next(t for n, t, e in log if n == "first" and e is None)
+    second_start = next(
+        t for n, t, e in log if n == "second" and not isinstance(e, Queued | Waiting)
+    )
+    assert first_end <= second_start, "the second request ran before the first ended"
+    assert sum(isinstance(e, Content) for e in first_events) > 300
+    assert not [e for e in second_events if isinstance(e, Waiting)], (
+        "the slot was reported busy after our own request on it had ended"
+    )
+
+
+# -- cancelling mid-stream frees the slot ---------------------------------------------------
+Mode = Literal["break", "break_in_async_with", "aclose", "cancel_task"]
+
+
+async def read_until_content(stream: AsyncIterator[ChatEvent]) -> None:
+    async for event in stream:
+        if isinstance(event, Content):
+            return
+    raise AssertionError("the stream ended before any content")
+
+
+@pytest.mark.parametrize("mode", ["break", "break_in_async_with", "aclose", "cancel_task"])
+async def test_cancel_mid_stream_frees_the_slot(live_client: Client, mode: Mode) -> None:
+    request = script_request("long_answer", slot=0, max_tokens=LONG)
+    if mode == "break":
+        stream = live_client.chat(request)
+        async for event in stream:
+            if isinstance(event, Content):
+                break
+        del stream  # dropping the unfinished stream closes its response at once
+    elif mode == "break_in_async_with":
+        async with live_client.chat(request) as stream:
+            async for event in stream:
+                if isinstance(event, Content):
+                    break
+    elif mode == "aclose":
+        stream = live_client.chat(request)
+        await read_until_content(stream)
+        assert await slot_busy(live_client, 0)
+        await stream.aclose()
+    else:
+        stream = live_client.chat(request)
+        reading = asyncio.Event()
+
+        async def consume() -> None:
+            async for event in stream:
+                if isinstance(event, Content):
+                    reading.set()
+
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(reading.wait(), 10)
+        assert await slot_busy(live_client, 0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    await wait_idle(live_client, 0, within=2.0)
+    # The slot is usable again at once, and the client's own line for slot 0 is free.
+    events, error = await drain(live_client.chat(script_request("reasoning_answer", slot=0)))
+    assert error is None
+    assert not [e for e in events if isinstance(e, Queued | Waiting)]
+    assert isinstance(events[0], Progress)
