@@ -158,7 +158,8 @@ async def test_reasoning_past_budget_and_grace_raises_overrun(
     server.route("POST", CHAT, [*spaced(chunks[:6], end=False), Hold()])
     client = make_client(thinking_budget=2, thinking_grace=3)  # overrun at 6 > 2 + 3
     events, error = await drain(client.chat(user(thinking=True)))
-    assert events == [*reasoning_events(2), ThinkingCapped(2), *reasoning_events(5)[2:]]
+    # Every event the partial holds was delivered, the one that overran included.
+    assert events == [*reasoning_events(2), ThinkingCapped(2), *reasoning_events(6)[2:]]
     assert isinstance(error, ThinkingOverrunError)
     assert error.partial is not None
     assert error.partial.reasoning_content == "".join(REASONING)
@@ -187,3 +188,18 @@ async def test_a_control_call_that_never_answers_does_not_freeze_the_stream(
         *reasoning_events(4), Content("Answer")]
     assert stream_.completion.content == "Answer"
     assert elapsed < 1.2  # the server holds each request for 1.5 s
+
+
+async def test_a_refused_control_call_is_not_reported_as_capped(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    # llama-server answers 200 {"success": false} when the completion has no reasoning control.
+    refused = {"success": False, "message": "reasoning control not enabled for this completion"}
+    server.route("POST", CONTROL, [Json(200, refused)])
+    server.route("POST", CHAT, spaced(chat_chunks(["A"], reasoning=REASONING[:4])))
+    stream_ = make_client(thinking_budget=1).chat(user(thinking=True))
+    events, error = await drain(stream_)
+    assert error is None
+    assert events == [*reasoning_events(4), Content("A")]
+    assert stream_.completion.thinking_capped is False
+    assert len(controls(server)) == 1  # asked once, not once per token
