@@ -172,8 +172,14 @@ class Assembler:
                     raise self._fail(ProtocolError("only n=1 streams are supported", data))
                 delta = choice.delta
                 if delta is not None:
-                    self._apply(delta.reasoning_content, delta.content, delta.tool_calls,
-                                events, data, positional=False)
+                    self._apply(
+                        delta.reasoning_content,
+                        delta.content,
+                        delta.tool_calls,
+                        events,
+                        data,
+                        positional=False,
+                    )
                 if choice.finish_reason is not None:
                     self._set_finish(choice.finish_reason, data)
                     self._close_calls(events, data)
@@ -201,8 +207,14 @@ class Assembler:
                 raise ProtocolError("only n=1 responses are supported", body)
             message = choice.message
             if message is not None:
-                self._apply(message.reasoning_content, message.content, message.tool_calls,
-                            events, body, positional=True)
+                self._apply(
+                    message.reasoning_content,
+                    message.content,
+                    message.tool_calls,
+                    events,
+                    body,
+                    positional=True,
+                )
             if choice.finish_reason is not None:
                 self._set_finish(choice.finish_reason, body)
         return self.finish()

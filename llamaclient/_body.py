@@ -159,8 +159,7 @@ def _message(message: object, position: int) -> _Message:
             tool_calls=[_tool_call(c, position) for c in message.tool_calls] or None,
         )
     if isinstance(message, ToolMessage):
-        return _Message("tool", _text(message.content, position),
-                        tool_call_id=message.tool_call_id)
+        return _Message("tool", _text(message.content, position), tool_call_id=message.tool_call_id)
     if isinstance(message, SystemMessage):
         return _Message("system", _text(message.content, position))
     raise ValueError(

@@ -98,9 +98,7 @@ class HTTPStatusError(InferError):
     status: int
     body: str
 
-    def __init__(
-        self, status: int, body: str, *, partial: Completion | None = None
-    ) -> None:
+    def __init__(self, status: int, body: str, *, partial: Completion | None = None) -> None:
         super().__init__(f"HTTP {status}: {_clip(body)}", partial=partial)
         self.status = status
         self.body = body

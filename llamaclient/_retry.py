@@ -17,7 +17,10 @@ RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 
 
 def backoff_seconds(
-    attempt: int, base: float, cap: float, retry_after: float | None = None,
+    attempt: int,
+    base: float,
+    cap: float,
+    retry_after: float | None = None,
     rng: random.Random | None = None,
 ) -> float:
     """Full-jitter exponential backoff for ``attempt`` (1, 2, ...), never below Retry-After."""

@@ -129,7 +129,6 @@ class ChatStream:
         return self.completion
 
 
-
 async def _run(
     client: Client, request: ChatRequest, shared: _Shared
 ) -> AsyncGenerator[list[ChatEvent], None]:

@@ -10,8 +10,13 @@ from typing import Any
 def fold(payloads: list[str]) -> dict[str, Any]:
     """Fold payload texts into the JSON the Completion should convert to."""
     out: dict[str, Any] = {
-        "id": None, "model": None, "content": None, "reasoning_content": None,
-        "tool_calls": [], "finish_reason": None, "timings": None,
+        "id": None,
+        "model": None,
+        "content": None,
+        "reasoning_content": None,
+        "tool_calls": [],
+        "finish_reason": None,
+        "timings": None,
         "usage": {"prompt_tokens": None, "completion_tokens": None, "cached_tokens": None},
     }
     calls: list[dict[str, Any]] = []
@@ -23,9 +28,18 @@ def fold(payloads: list[str]) -> dict[str, Any]:
         out["model"] = chunk.get("model", out["model"])
         if chunk.get("timings") is not None:
             t = chunk["timings"]
-            out["timings"] = {k: t.get(k) for k in (
-                "cache_n", "prompt_n", "predicted_n", "prompt_ms", "prompt_per_second",
-                "predicted_ms", "predicted_per_second")}
+            out["timings"] = {
+                k: t.get(k)
+                for k in (
+                    "cache_n",
+                    "prompt_n",
+                    "predicted_n",
+                    "prompt_ms",
+                    "prompt_per_second",
+                    "predicted_ms",
+                    "predicted_per_second",
+                )
+            }
             for k in ("cache_n", "prompt_n", "predicted_n"):
                 out["timings"][k] = out["timings"][k] or 0
         if chunk.get("usage") is not None:

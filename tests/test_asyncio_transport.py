@@ -21,7 +21,7 @@ import pytest
 import pytest_asyncio
 
 from llamaclient import ChatEvent, ChatRequest, Client, Completion, Config, UserMessage
-from llamaclient._asyncio import _HIGH_WATER, AsyncioTransport, _Connection
+from llamaclient._asyncio import _DONE, _HIGH_WATER, AsyncioTransport, _Connection
 from llamaclient._transport import Response, TransportError
 from tests.faultserver import (
     Chunk,
@@ -179,7 +179,7 @@ async def test_protocol_every_single_split_gives_the_same_body() -> None:
         assert conn.status == 200
         assert conn.headers["transfer-encoding"] == "Chunked"
         assert "x-trailer" not in conn.headers
-        assert conn.state == 8, cut  # _DONE
+        assert conn.state == _DONE, cut
         assert conn.keep_alive
 
 
@@ -192,10 +192,11 @@ async def test_protocol_every_pair_of_splits_and_byte_by_byte() -> None:
         for b in range(a + 1, len(wire), 3):
             conn, out = feed(splits(wire, (a, b)))
             assert b"".join(out) == expected, (a, b)
-            assert conn.state == 8 and conn.error is None, (a, b)
+            assert conn.state == _DONE, (a, b)
+            assert conn.error is None, (a, b)
     conn, out = feed(wire[i : i + 1] for i in range(len(wire)))
     assert b"".join(out) == expected
-    assert conn.state == 8
+    assert conn.state == _DONE
 
 
 async def test_protocol_one_whole_chunk_per_read_is_one_piece_each() -> None:
@@ -208,7 +209,7 @@ async def test_protocol_one_whole_chunk_per_read_is_one_piece_each() -> None:
 async def test_protocol_several_chunks_in_one_read_come_out_joined() -> None:
     conn, out = feed([HEAD_CHUNKED, chunked(EVENTS)])
     assert out == [b"".join(EVENTS)]
-    assert conn.state == 8
+    assert conn.state == _DONE
 
 
 @pytest.mark.parametrize(

@@ -25,13 +25,19 @@ async def test_readme_example_runs(tmp_path: Path) -> None:
     code = example()
     assert "http://127.0.0.1:8080" in code
     async with FaultServer() as srv:
-        srv.route("POST", "/v1/chat/completions",
-                  stream(chat_chunks(["The ", "answer."], reasoning=["Hmm."])))
+        srv.route(
+            "POST",
+            "/v1/chat/completions",
+            stream(chat_chunks(["The ", "answer."], reasoning=["Hmm."])),
+        )
         script = tmp_path / "example.py"
         script.write_text(code.replace("http://127.0.0.1:8080", srv.url))
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(script),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            str(script),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()
     text = out.decode()
