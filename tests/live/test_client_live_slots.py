@@ -31,7 +31,10 @@ from tests.live.chat import drain, output, script_request
 
 pytestmark = pytest.mark.asyncio
 
-LONG = 20_000  # tokens: ~30 s of generation, far longer than any test waits
+LONG = 30_000  # tokens: seconds of generation, far longer than any test waits
+# 32768-token slots (the model's training context), so the holder's generation cannot end by
+# itself (context full) while a test still counts on it holding the slot.
+LLAMA_SERVER_FLAGS = ("-np", "2", "-c", "65536", "-b", "64", "-ub", "64")
 
 
 async def slot_busy(client: Client, slot: int) -> bool:
@@ -104,7 +107,10 @@ async def test_pinned_busy_slot_waits_then_succeeds(
     assert [e for _, e in events].count(Waiting(slot_busy=True)) == 1
     assert holder.closed_at is not None
     started = events[1][0]
-    assert started > holder.closed_at, "our request ran while the holder had the slot"
+    assert started > holder.closed_at, (
+        f"our request ran while the holder had the slot: {events[:3]}, "
+        f"holder closed at {holder.closed_at}"
+    )
     completion = stream.completion
     assert (completion.reasoning_content, completion.content) == (
         "Let me check the file.",
