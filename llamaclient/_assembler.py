@@ -44,7 +44,9 @@ from ._wire import (
     ENTRY_KEYS_DECODER,
     RESPONSE_DECODER,
     TOOL_CALL_DECODER,
+    WireDelta,
     WireError,
+    WireMessage,
     WireUsage,
 )
 
@@ -166,23 +168,8 @@ class Assembler:
         events: list[ChatEvent] = []
         if chunk.prompt_progress is not None:
             events.append(chunk.prompt_progress)
-        if chunk.choices:
-            for choice in chunk.choices:
-                if choice.index != 0:
-                    raise self._fail(ProtocolError("only n=1 streams are supported", data))
-                delta = choice.delta
-                if delta is not None:
-                    self._apply(
-                        delta.reasoning_content,
-                        delta.content,
-                        delta.tool_calls,
-                        events,
-                        data,
-                        positional=False,
-                    )
-                if choice.finish_reason is not None:
-                    self._set_finish(choice.finish_reason, data)
-                    self._close_calls(events, data)
+        for choice in chunk.choices or ():
+            self._choice(choice.index, choice.finish_reason, choice.delta, events, data, False)
         return events
 
     @classmethod
@@ -203,20 +190,7 @@ class Assembler:
             self._usage = _usage(response.usage)
         events: list[ChatEvent] = []
         for choice in response.choices or ():
-            if choice.index != 0:
-                raise ProtocolError("only n=1 responses are supported", body)
-            message = choice.message
-            if message is not None:
-                self._apply(
-                    message.reasoning_content,
-                    message.content,
-                    message.tool_calls,
-                    events,
-                    body,
-                    positional=True,
-                )
-            if choice.finish_reason is not None:
-                self._set_finish(choice.finish_reason, body)
+            self._choice(choice.index, choice.finish_reason, choice.message, events, body, True)
         return self.finish()
 
     def finish(self, thinking_capped: bool = False) -> Completion:
@@ -259,6 +233,31 @@ class Assembler:
         self._failed = True
         error.partial = self.partial()
         return error
+
+    def _choice(
+        self,
+        index: int,
+        finish_reason: str | None,
+        part: WireDelta | WireMessage | None,
+        events: list[ChatEvent],
+        data: str | bytes,
+        positional: bool,
+    ) -> None:
+        """One choice: a stream's ``delta`` or a whole response's ``message``."""
+        if index != 0:
+            raise self._fail(ProtocolError("only n=1 is supported", data))
+        if part is not None:
+            self._apply(
+                part.reasoning_content,
+                part.content,
+                part.tool_calls,
+                events,
+                data,
+                positional=positional,
+            )
+        if finish_reason is not None:
+            self._set_finish(finish_reason, data)
+            self._close_calls(events, data)
 
     def _set_finish(self, reason: str, data: str | bytes) -> None:
         finish = _FINISH.get(reason)

@@ -41,7 +41,6 @@ from llamaclient import (
     Assembler,
     ChatEvent,
     ChatRequest,
-    ChatStream,
     Client,
     Completion,
     Config,
@@ -55,6 +54,7 @@ from llamaclient import (
     Waiting,
     build_body,
 )
+from tests.conftest import drain
 from tests.reference import fold
 
 DIRECTORY = Path(
@@ -257,17 +257,6 @@ def responder(*recordings: Recording, split: Splitter | None = None) -> Callable
     return answer
 
 
-async def run(stream: ChatStream) -> tuple[list[ChatEvent], Exception | None]:
-    """Iterate ``stream`` to its end: its events and the error that ended it."""
-    events: list[ChatEvent] = []
-    try:
-        async with stream:
-            async for event in stream:
-                events.append(event)
-    except Exception as exc:
-        return events, exc
-    return events, None
-
 
 # -- the files are what they claim to be -----------------------------------------------------
 def test_every_recording_is_classified() -> None:
@@ -342,7 +331,7 @@ async def test_client_replay_matches_assembler(name: str, split: str) -> None:
     async with respx.mock(base_url=BASE) as router, Client(config) as client:
         route = router.post(CHAT).mock(side_effect=responder(rec(name), split=SPLITS[split]))
         stream = client.chat(request)
-        events, error = await run(stream)
+        events, error = await drain(stream)
     assert route.call_count == 1
     sent = route.calls.last.request
     assert sent.content == build_body(config, request)
@@ -398,10 +387,10 @@ def test_build_body_key_rules_with_a_slot() -> None:
 
 
 # -- error responses ----------------------------------------------------------------------------
-async def replay_error(name: str) -> tuple[list[ChatEvent], Exception | None, int]:
+async def replay_error(name: str) -> tuple[list[ChatEvent], BaseException | None, int]:
     async with respx.mock(base_url=BASE) as router, Client(Config(BASE, **TEST_CONFIG)) as client:
         route = router.post(CHAT).mock(side_effect=responder(rec(name)))
-        events, error = await run(client.chat(request_for("reasoning_answer")))
+        events, error = await drain(client.chat(request_for("reasoning_answer")))
         return events, error, route.call_count
 
 
@@ -455,7 +444,7 @@ async def test_loading_503_then_the_next_response(then: str) -> None:
                 httpx.Response(200, json={"status": "ok"}),
             ]
         )
-        events, error = await run(client.chat(request_for(then)))
+        events, error = await drain(client.chat(request_for(then)))
     assert (chat.call_count, health.call_count) == (2, 2)
     assert events[0] == Waiting(slot_busy=False)
     if expected is None:
@@ -481,7 +470,7 @@ async def test_thinking_budget_replay_posts_the_recorded_control_call(split: str
         router.post(CHAT).mock(side_effect=responder(stream_rec, split=SPLITS[split]))
         control = router.post(CONTROL).mock(side_effect=responder(call_rec))
         stream = client.chat(request_for("thinking_control"))
-        events, error = await run(stream)
+        events, error = await drain(stream)
     assert error is None
     assert control.call_count == 1
     assert json.loads(control.calls.last.request.content) == recorded_body(CONTROL_CALL)

@@ -19,7 +19,6 @@ from llamaclient import (
     ChatEvent,
     ChatMessage,
     ChatRequest,
-    ChatStream,
     Config,
     Content,
     Progress,
@@ -27,6 +26,7 @@ from llamaclient import (
     ToolSchema,
     UserMessage,
 )
+from tests.conftest import drain
 
 __all__ = [
     "ALL_TOOLS",
@@ -97,17 +97,6 @@ def live_config(base_url: str, transport: TransportName = "aiohttp", **overrides
     }
     return Config(base_url, **fields)
 
-
-async def drain(stream: ChatStream) -> tuple[list[ChatEvent], BaseException | None]:
-    """Iterate ``stream`` to its end; return its events and the error that ended it."""
-    events: list[ChatEvent] = []
-    try:
-        async with stream:
-            async for event in stream:
-                events.append(event)
-    except Exception as exc:
-        return events, exc
-    return events, None
 
 
 def output(events: Sequence[ChatEvent]) -> list[ChatEvent]:
