@@ -99,7 +99,12 @@ def main(argv: list[str] | None = None) -> int:
 
     model = gemma_path()
     # Start and send at once: a loading model answers 503, which the client waits out.
-    server = LlamaServer(model, "--chat-template", "gemma", "-c", "2048", "-np", "1")
+    # The GGUF has no chat template. With Jinja on (the default) "--chat-template gemma" is
+    # taken as the template's text and the prompt renders as the word "gemma" (checked with
+    # /apply-template); the built-in gemma template needs --no-jinja.
+    server = LlamaServer(
+        model, "--no-jinja", "--chat-template", "gemma", "-c", "2048", "-np", "1"
+    )
     server.start(wait_ready=False)
     try:
         print(f"llama-server on {server.base_url} (log: {server.log_path})", file=sys.stderr)
