@@ -1,7 +1,8 @@
 """The clients under test, each behind the same small interface.
 
-- ``ours (aiohttp)``, ``ours (httpx)``: ``llamaclient.Client.chat()``, every event and the
-  final ``Completion``; ``ours+live`` also decodes the tool arguments field by field.
+- ``ours (aiohttp)``, ``ours (httpx)``, ``ours (asyncio)``: ``llamaclient.Client.chat()``,
+  every event and the final ``Completion``; ``ours+live`` also decodes the tool arguments
+  field by field.
 - ``openai raw``: ``AsyncOpenAI.chat.completions.create(stream=True)``, raw chunks.
 - ``openai helper``: ``AsyncOpenAI.chat.completions.stream()``, events + final completion.
 - ``floor httpx``: httpx + httpx-sse + one msgspec decoder for the delta text only.
@@ -368,9 +369,10 @@ class OpenAIHelper(Contender):
 
 
 class Ours(Contender):
-    """``llamaclient.Client.chat()``: every event, then ``stream.completion``."""
+    """``llamaclient.Client.chat()``: every event, then ``stream.completion``. The default
+    ``Client(Config(base_url=...))`` for an ``http://`` URL runs on ``asyncio``."""
 
-    transport = "aiohttp"
+    transport = "asyncio"
     live = False
 
     def __init__(self, url: str) -> None:
@@ -442,15 +444,20 @@ class OursLive(Ours):
     live = True
 
 
+class OursAiohttp(Ours):
+    transport = "aiohttp"
+
+
 CONTENDERS: dict[str, type[Contender]] = {
-    "ours (aiohttp)": Ours,
+    "ours (asyncio)": Ours,
+    "ours (aiohttp)": OursAiohttp,
     "ours (httpx)": OursHttpx,
     "openai raw": OpenAIRaw,
     "openai helper": OpenAIHelper,
     "floor httpx": FloorHttpx,
     "floor asyncio": FloorAsyncio,
 }
-EXTRA: dict[str, type[Contender]] = {"ours (aiohttp) +live": OursLive}
+EXTRA: dict[str, type[Contender]] = {"ours (asyncio) +live": OursLive}
 
 
 def make(name: str, url: str) -> Contender:

@@ -9,7 +9,7 @@ from bench.results import Metric, Results
 
 __all__ = ["TARGETS", "render", "targets"]
 
-OURS = "ours (aiohttp)"  # the default transport: the targets are about it
+OURS = "ours (asyncio)"  # the default transport: the targets are about it
 REFERENCES = {  # ratio column -> the contenders it divides by (first one present)
     "vs floor httpx": ("floor httpx", "floor httpx (httpx-sse)"),
     "vs floor asyncio": ("floor asyncio",),

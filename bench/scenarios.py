@@ -146,7 +146,7 @@ async def tools(settings: Settings, server: FakeServer, results: Results) -> Non
     reasoning = Metric("tools", f"reasoning→content, CPU µs/event, {n:,} chunks")
     tool = Metric("tools", f"1 tool call, CPU µs/fragment, {n:,} fragments")
     specs = ((reasoning, Spec(kind="reasoning", n=n)), (tool, Spec(kind="tool", n=n)))
-    async with _contenders(server.url, results, extra=("ours (aiohttp) +live",)) as contenders:
+    async with _contenders(server.url, results, extra=("ours (asyncio) +live",)) as contenders:
         for contender in _rounds(settings, contenders):
             for metric, spec in specs:
                 if spec.kind == "tool" or not contender.name.endswith("+live"):
@@ -189,7 +189,7 @@ async def memory(settings: Settings, server: FakeServer, results: Results) -> No
 
 
 IMPORTS = {
-    "ours (aiohttp)": "import llamaclient",
+    "ours (asyncio)": "import llamaclient",
     "openai raw": "import openai",
     "floor httpx": "import httpx, httpx_sse, msgspec",
     "floor asyncio": "import asyncio, msgspec",
@@ -218,7 +218,7 @@ async def import_time(settings: Settings, server: FakeServer, results: Results) 
     for name, values in times.items():
         for value in values:
             results.add(metric, name, value - base)
-            if name in ("ours (aiohttp)", "openai raw"):
+            if name in ("ours (asyncio)", "openai raw"):
                 twin = "ours (httpx)" if name.startswith("ours") else "openai helper"
                 results.add(metric, twin, value - base)
     results.notes.append(f"import: bare `python -c pass` takes {base:.0f} ms here.")

@@ -1,11 +1,13 @@
-"""A minimal HTTP/1.1 transport written directly on :class:`asyncio.Protocol`.
+"""A minimal HTTP/1.1 transport written directly on asyncio's protocol callbacks.
 
 llama-server writes one event per token with Nagle off, so in real use every event arrives
 in its own socket read and the HTTP stack's per-read path dominates the client's CPU. This
-transport keeps that path as short as it can be: ``data_received`` de-frames the body in
-place (for the common case of one whole HTTP chunk per read: one ``bytes.find``, one
-``int``, one slice) and appends the decoded bytes to a list that :meth:`read` hands out
-joined, waking the reader through a single future. No ``StreamReader``, no parser objects.
+transport keeps that path as short as it can be: the socket is read into one reused buffer
+(:class:`asyncio.BufferedProtocol`, so no 256 KiB block is allocated per read), the bytes
+of the read are copied out once, and ``data_received`` de-frames them in place (for the
+common case of one whole HTTP chunk per read: one ``bytes.find``, one ``int``, two slices)
+and appends the decoded bytes to a list that ``read()`` hands out joined, waking the reader
+through a single future. No ``StreamReader``, no parser objects.
 
 What it speaks: ``http://`` only; request bodies with ``Content-Length``; response bodies
 framed by ``Transfer-Encoding: chunked`` (extensions and trailers accepted and ignored),
@@ -19,7 +21,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, cast
 from urllib.parse import urlsplit
 
 from ._transport import KEEPALIVE_SECONDS, Response, TransportError
@@ -42,6 +44,10 @@ _MAX_HEAD: Final = 64 * 1024  # bytes of status line + headers (and of one trail
 _MAX_LINE: Final = 4096  # bytes of one chunk-size line
 _HIGH_WATER: Final = 1024 * 1024  # pause reading above this many buffered bytes
 _MAX_IDLE: Final = 16  # idle connections kept per host
+_READ_SIZE: Final = 256 * 1024  # the most one read takes, like asyncio's own transports
+_PROACTOR: Final[type[asyncio.AbstractEventLoop] | None] = getattr(
+    asyncio, "ProactorEventLoop", None
+)
 _NO_BODY_STATUS: Final = frozenset({204, 304})
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 
@@ -51,17 +57,12 @@ class _BadResponse(Exception):
 
 
 def _chunk_size(line: bytes) -> int:
-    """The size in a chunk-size line (``1a3`` or ``1a3;name=value``)."""
-    try:
-        size = int(line, 16)
-    except ValueError:
-        digits = line.partition(b";")[0].strip(b" \t")
-        if not digits or digits.strip(b"0123456789abcdefABCDEF"):
-            raise _BadResponse(f"bad chunk-size line {line[:64]!r}") from None
-        size = int(digits, 16)
-    if size < 0:
+    """The size in a chunk-size line with extensions (``1a3;name=value``): the slow path,
+    when ``int(line, 16)`` failed."""
+    digits = line.partition(b";")[0].strip(b" \t")
+    if not digits or digits.strip(b"0123456789abcdefABCDEF"):
         raise _BadResponse(f"bad chunk-size line {line[:64]!r}")
-    return size
+    return int(digits, 16)
 
 
 def _tokens(value: str | None) -> set[str]:
@@ -71,8 +72,13 @@ def _tokens(value: str | None) -> set[str]:
     return {token.strip().lower() for token in value.split(",")}
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(asyncio.BufferedProtocol):
     """One HTTP/1.1 connection: the protocol object and the state of its current response.
+
+    The socket is read with ``recv_into`` a buffer that is reused (``get_buffer``), then
+    exactly the bytes received are copied out and parsed (``data_received``). A plain
+    ``asyncio.Protocol`` would get a fresh ``recv(256 KiB)`` per read, and allocating,
+    shrinking and freeing that block costs more than everything else a small read does.
 
     ``body`` holds the decoded body bytes not yet read; ``waiter`` is the future of the one
     task waiting for the head (``send``) or for body bytes (``read``).
@@ -97,12 +103,16 @@ class _Connection(asyncio.Protocol):
         "state",
         "status",
         "transport",
+        "view",
         "waiter",
     )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, key: tuple[str, int]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, key: tuple[str, int], view: memoryview
+    ) -> None:
         self.loop = loop
         self.key = key
+        self.view = view  # what the socket is read into: shared, or this connection's own
         self.transport: asyncio.Transport | None = None
         self.state: int = _IDLE
         self.pending = b""  # an incomplete line (head, chunk size, CRLF, trailer) so far
@@ -121,16 +131,22 @@ class _Connection(asyncio.Protocol):
         self.pool: list[_Connection] | None = None  # the idle list holding us, if any
         self.expiry: asyncio.TimerHandle | None = None
 
-    # -- asyncio.Protocol ------------------------------------------------------------------
+    # -- asyncio.BufferedProtocol ----------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self.view[:nbytes].tobytes())
+
     def data_received(self, data: bytes) -> None:
+        """Parse ``data``, the bytes of one read: head, then body framing; wake the waiter."""
         if self.pending:
             data = self.pending + data
             self.pending = b""
@@ -147,9 +163,14 @@ class _Connection(asyncio.Protocol):
                             raise _BadResponse("chunk-size line too long")
                         self.pending = data[i:]
                         break
-                    size = _chunk_size(data[i:eol])
+                    try:
+                        size = int(data[i:eol], 16)
+                    except ValueError:  # chunk extensions, or garbage
+                        size = _chunk_size(data[i:eol])
                     i = eol + 2
-                    if not size:
+                    if size <= 0:
+                        if size:
+                            raise _BadResponse(f"negative chunk size {size}")
                         state = _TRAILER
                         continue
                     end = i + size
@@ -214,6 +235,7 @@ class _Connection(asyncio.Protocol):
                     self.keep_alive = False
                     if state == _IDLE:
                         self.close()
+                        state = _BROKEN
                     break
                 else:  # _BROKEN
                     break
@@ -440,16 +462,19 @@ class _AsyncioResponse:
                 self._conn = None
                 self._owner._discard(conn)
                 raise TransportError("read", "the connection was closed")
+            waiter = conn.waiter = conn.loop.create_future()
             try:
-                await conn.wait()
+                await waiter
             except asyncio.CancelledError:
+                conn.waiter = None
                 self._conn = None
                 self._owner._discard(conn)
                 raise
-            body = conn.body
         data = body[0] if len(body) == 1 else b"".join(body)
         body.clear()
-        conn.resume()
+        conn.buffered = 0
+        if conn.paused:
+            conn.resume()
         return data
 
     async def aread(self) -> bytes:
@@ -476,8 +501,11 @@ class AsyncioTransport:
     """A :class:`~llamaclient._transport.Transport` written directly on asyncio protocols:
     the lowest per-read cost, for ``http://`` servers only.
 
-    Idle keep-alive connections are pooled per host (at most a few each) and dropped after
-    ``KEEPALIVE_SECONDS``; ``aclose()`` closes every connection, idle or in use.
+    ``connect_timeout`` bounds opening a TCP connection (None: no bound). Idle keep-alive
+    connections are pooled per host (at most 16 each), used again only after a response was
+    read to its end and neither side said ``Connection: close``, and dropped after
+    ``KEEPALIVE_SECONDS``. ``aclose()`` closes every connection, idle or in use; the
+    transport can still be used after it (new connections are opened).
     """
 
     def __init__(self, connect_timeout: float | None = 10.0) -> None:
@@ -485,6 +513,7 @@ class AsyncioTransport:
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
         self._active: set[_Connection] = set()
         self._targets: dict[str, tuple[tuple[str, int], str, str]] = {}
+        self._view: memoryview | None = None  # the read buffer all connections share
 
     def __repr__(self) -> str:
         idle = sum(len(conns) for conns in self._idle.values())
@@ -567,9 +596,19 @@ class AsyncioTransport:
     async def _connect(self, key: tuple[str, int]) -> _Connection:
         loop = asyncio.get_running_loop()
         host, port = key
+        view = self._view
+        if _PROACTOR is not None and isinstance(loop, _PROACTOR):
+            # A proactor reads into the buffer in the background: one buffer per connection.
+            view = memoryview(bytearray(_READ_SIZE // 4))
+        elif view is None:
+            # Selector loops (and uvloop) call get_buffer(), recv_into() and buffer_updated()
+            # back to back, and the bytes are copied out at once: one buffer serves them all.
+            view = self._view = memoryview(bytearray(_READ_SIZE))
         try:
             async with asyncio.timeout(self._connect_timeout):
-                _, conn = await loop.create_connection(lambda: _Connection(loop, key), host, port)
+                _, conn = await loop.create_connection(
+                    lambda: _Connection(loop, key, view), host, port
+                )
         except TimeoutError as exc:
             raise TransportError(
                 "connect", f"connect to {host}:{port} timed out ({self._connect_timeout} s)"

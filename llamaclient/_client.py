@@ -57,9 +57,10 @@ _ERROR_DECODER = msgspec.json.Decoder(_ErrorEnvelope)
 class Client:
     """An asyncio client for one llama-server.
 
-    ``Client(config)`` uses the fast aiohttp transport; pass ``http_client=`` to run over your
-    own ``httpx.AsyncClient`` instead (it is not closed by us), or ``transport=`` for any
-    :class:`~llamaclient._transport.Transport`. Use ``async with Client(...) as client``.
+    ``Client(config)`` uses the fastest transport for the URL (see ``Config.transport``); pass
+    ``http_client=`` to run over your own ``httpx.AsyncClient`` instead (it is not closed by
+    us), or ``transport=`` for any :class:`~llamaclient.Transport`. Use
+    ``async with Client(...) as client``.
     """
 
     def __init__(
@@ -72,12 +73,19 @@ class Client:
         self.config = config
         base = config.base_url.rstrip("/")
         self._base = base[:-3] if base.endswith("/v1") else base
+        kind = config.transport
+        if kind == "auto":
+            kind = "aiohttp" if self._base.startswith("https:") else "asyncio"
         if transport is not None:
             self._transport: Transport = transport
-        elif http_client is not None or config.transport == "httpx":
+        elif http_client is not None or kind == "httpx":
             from ._httpx import HttpxTransport
 
             self._transport = HttpxTransport(http_client, config.connect_timeout)
+        elif kind == "asyncio":
+            from ._asyncio import AsyncioTransport
+
+            self._transport = AsyncioTransport(config.connect_timeout)
         else:
             from ._aiohttp import AiohttpTransport
 

@@ -1,11 +1,12 @@
-"""The one small interface between the client and an HTTP stack, and its two implementations.
+"""The one small interface between the client and an HTTP stack, and its implementations.
 
 A :class:`Transport` sends a request and returns a :class:`Response` once the status line and
 headers are in; the body is read as raw byte chunks. Everything above it (SSE framing, the
 assembler, timeouts, retries) is ours, so the HTTP stack is replaceable:
 
-- ``AiohttpTransport`` (``_aiohttp.py``), the default: aiohttp's per-read path is the cheapest
-  measured (see ``docs/benchmarks.md``);
+- ``AsyncioTransport`` (``_asyncio.py``), the default for ``http://``: HTTP/1.1 written on
+  asyncio protocols, the lowest per-read cost measured (see ``docs/benchmarks.md``);
+- ``AiohttpTransport`` (``_aiohttp.py``), the default for ``https://``;
 - ``HttpxTransport`` (``_httpx.py``), over an ``httpx.AsyncClient`` (yours, or one we make).
 
 Both are imported only when used, so ``import llamaclient`` stays cheap.

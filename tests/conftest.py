@@ -18,8 +18,8 @@ import pytest_asyncio
 from llamaclient import ChatEvent, ChatRequest, ChatStream, Client, Config, UserMessage
 from tests.faultserver import FaultServer
 
-TransportName = Literal["aiohttp", "httpx"]
-TRANSPORTS: tuple[TransportName, ...] = ("aiohttp", "httpx")
+TransportName = Literal["asyncio", "aiohttp", "httpx"]
+TRANSPORTS: tuple[TransportName, ...] = ("asyncio", "aiohttp", "httpx")
 CHAT = "/v1/chat/completions"
 CONTROL = "/v1/chat/completions/control"
 

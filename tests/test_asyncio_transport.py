@@ -153,7 +153,7 @@ class _FakeTransport(asyncio.Transport):
 def feed(pieces: Iterator[bytes] | list[bytes]) -> tuple[_Connection, list[bytes]]:
     """Feed a response to a fresh connection read by read; return it and the body pieces
     taken after each read (what ``read()`` would hand out)."""
-    conn = _Connection(asyncio.get_running_loop(), ("h", 80))
+    conn = _Connection(asyncio.get_running_loop(), ("h", 80), memoryview(bytearray(16)))
     conn.connection_made(_FakeTransport())
     conn.begin(b"GET / HTTP/1.1\r\n\r\n", head_only=False, keep_alive=True)
     out = []
@@ -463,6 +463,41 @@ async def test_idle_connection_closed_by_the_server_is_not_reused() -> None:
         assert srv.connections_accepted == 2
         await t.aclose()
         await srv.wait_closed_connections()
+
+
+async def test_bytes_on_an_idle_connection_drop_it() -> None:
+    response = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(response)
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.write(b"HTTP/1.1 200 OK\r\n")  # nobody asked: the connection is spoilt
+        await writer.drain()
+        await reader.read()  # until the client closes it
+
+    async with raw_server(handler) as base:
+        t = AsyncioTransport()
+        assert await fetch(t, base + "/x") == (200, b"ok")
+        await asyncio.sleep(0.1)
+        assert repr(t) == "AsyncioTransport(active=0, idle=0)"
+        assert await fetch(t, base + "/x") == (200, b"ok")  # on a fresh connection
+        await t.aclose()
+
+
+async def test_idle_connections_expire(
+    server: FaultServer, transport: AsyncioTransport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("llamaclient._asyncio.KEEPALIVE_SECONDS", 0.05)
+    server.route("GET", "/j", [Json(200, {})])
+    await fetch(transport, server.url + "/j")
+    assert repr(transport) == "AsyncioTransport(active=0, idle=1)"
+    await server.wait_closed_connections(timeout=1.0)  # we closed it, well before the server
+    assert server.connections[0].close_reason == "client"
+    assert repr(transport) == "AsyncioTransport(active=0, idle=0)"
+    await fetch(transport, server.url + "/j")
+    assert server.connections_accepted == 2
 
 
 # -- connection reuse ----------------------------------------------------------------------------

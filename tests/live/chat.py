@@ -42,8 +42,8 @@ __all__ = [
     "text_of",
 ]
 
-TransportName = Literal["aiohttp", "httpx"]
-TRANSPORTS: tuple[TransportName, ...] = ("aiohttp", "httpx")
+TransportName = Literal["asyncio", "aiohttp", "httpx"]
+TRANSPORTS: tuple[TransportName, ...] = ("asyncio", "aiohttp", "httpx")
 ID_RE = re.compile(r"^chatcmpl-[0-9A-Za-z]{32}$")
 CALL_ID_RE = re.compile(r"^[0-9A-Za-z]{32}$")
 
