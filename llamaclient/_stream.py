@@ -162,11 +162,14 @@ async def _run(
         decoder = SSEDecoder()
         read = response.read
         watchdog = Watchdog(stall) if stall is not None else None
+        now = asyncio.get_running_loop().time
+        current_task = asyncio.current_task
         while True:
             if watchdog is not None:
-                watchdog.waiting()
+                watchdog.since = now()
+                watchdog.task = current_task()  # reads may come from different tasks
                 chunk = await read()
-                watchdog.idle()
+                watchdog.since = None
             else:
                 chunk = await read()
             payloads = decoder.feed(chunk) if chunk else decoder.flush()

@@ -1,7 +1,8 @@
 """The stall watchdog: cancels the reading task when a read waits longer than allowed.
 
-One timer per stream, re-armed lazily: a read only records when it started waiting, so the
-per-event cost is two attribute writes, not a timer reschedule.
+One timer per stream, re-armed lazily. The reading loop writes ``since`` (when the current read
+started waiting; None between reads) and ``task`` (the task that reads) itself, so the
+per-read cost is three attribute writes, not a timer reschedule or a method call.
 """
 
 from __future__ import annotations
@@ -12,26 +13,15 @@ __all__ = ["Watchdog"]
 
 
 class Watchdog:
-    __slots__ = ("_handle", "_loop", "_seconds", "_since", "_task", "fired")
+    __slots__ = ("_handle", "_loop", "_seconds", "fired", "since", "task")
 
     def __init__(self, seconds: float) -> None:
         self._seconds = seconds
         self._loop = asyncio.get_running_loop()
-        self._task: asyncio.Task[object] | None = None
-        self._since: float | None = None
-        self._handle: asyncio.TimerHandle | None = None
+        self.task: asyncio.Task[object] | None = None
+        self.since: float | None = None
         self.fired = False
-
-    def waiting(self) -> None:
-        """A read starts waiting now."""
-        self._since = self._loop.time()
-        self._task = asyncio.current_task()  # reads may come from different tasks
-        if self._handle is None:
-            self._handle = self._loop.call_at(self._since + self._seconds, self._check)
-
-    def idle(self) -> None:
-        """The read returned."""
-        self._since = None
+        self._handle: asyncio.TimerHandle | None = self._loop.call_later(seconds, self._check)
 
     def cancel(self) -> None:
         if self._handle is not None:
@@ -39,7 +29,7 @@ class Watchdog:
             self._handle = None
 
     def _check(self) -> None:
-        since = self._since
+        since = self.since
         if since is None:  # not reading now: look again one period from now
             self._handle = self._loop.call_later(self._seconds, self._check)
             return
@@ -49,5 +39,5 @@ class Watchdog:
             return
         self._handle = None
         self.fired = True
-        if self._task is not None:
-            self._task.cancel()
+        if self.task is not None:
+            self.task.cancel()
