@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         render(results),
         "",
-        "Targets (ours = `ours (aiohttp)`, the default transport):",
+        "Targets (ours = `ours (asyncio)`, the default transport for http://):",
         "",
         *targets(results),
     ]
