@@ -114,17 +114,26 @@ def _flat(r: Results) -> tuple[float | None, bool]:
     return x, x is not None and x <= 1.25
 
 
+def _arguments_flat(r: Results) -> tuple[float | None, bool]:
+    x = None
+    for metric in r.samples:
+        if metric.scenario == "arguments" and "/" in metric.name:
+            x = r.best(metric, "ArgumentStream (lenient)")
+    return x, x is not None and x <= 1.25
+
+
 TARGETS = (
     Target("bulk: ours CPU/event ≤ 1.5x floor httpx (ratio)", _bulk_vs_httpx),
     Target("bulk: openai raw CPU/event ≥ 10x ours (ratio)", _bulk_vs_openai),
     Target("paced: ours delay p99 ≤ 5 ms (median of runs, ms)", _paced_p99),
     Target("paced: ours CPU/event ≤ 1.3x floor asyncio (ratio)", _paced_cpu),
     Target("scaling: ours per-chunk cost, long / short ≤ 1.25 (ratio)", _flat),
+    Target("arguments: per-fragment cost, 100k / 1k fragments ≤ 1.25 (ratio)", _arguments_flat),
 )
 
 
 def targets(results: Results) -> list[str]:
-    """One ``PASS``/``FAIL``/``n/a`` line per target, for ``ours (aiohttp)``."""
+    """One ``PASS``/``FAIL``/``n/a`` line per target, for ``OURS``."""
     lines = []
     for target in TARGETS:
         value, ok = target.check(results)

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import sse_micro
+from bench import args_bench, sse_micro
 from bench.chunks import Spec
 from bench.contenders import CONTENDERS, Contender, Unavailable, make
 from bench.fake_server import FakeServer
@@ -234,6 +234,29 @@ async def sse(settings: Settings, server: FakeServer, results: Results) -> None:
                 results.add(metric, name, value)
 
 
+async def arguments(settings: Settings, server: FakeServer, results: Results) -> None:
+    """Live argument decoding alone (``ArgumentStream``, no network): decoded MB/s for a 1 MB
+    string field in 10-byte fragments, and µs per fragment at 1,000 vs 100,000 fragments."""
+    for _ in range(max(settings.repeats, 1)):
+        measured = args_bench.run()
+        for mode in ("strict", "lenient"):
+            name = f"ArgumentStream ({mode})"
+            for key, label, digits in (
+                ("code_mb_per_s", "MB/s, 1 MB code field, 10-byte fragments", 1),
+                ("plain_mb_per_s", "MB/s, 1 MB plain field, 10-byte fragments", 1),
+                ("us_per_fragment_1k", "µs/fragment, 1,000 fragments", 2),
+                ("us_per_fragment_100k", "µs/fragment, 100,000 fragments", 2),
+            ):
+                metric = Metric("arguments", label, ratios=False, digits=digits)
+                results.add(metric, name, measured[f"{mode}_{key}"])
+            flat = Metric("arguments", "100,000 / 1,000 per-fragment cost", ratios=False, digits=2)
+            results.add(
+                flat,
+                name,
+                measured[f"{mode}_us_per_fragment_100k"] / measured[f"{mode}_us_per_fragment_1k"],
+            )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "sse": sse,
     "bulk": bulk,
@@ -242,4 +265,5 @@ SCENARIOS: dict[str, Scenario] = {
     "scaling": scaling,
     "memory": memory,
     "import": import_time,
+    "arguments": arguments,
 }
