@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 
 import aiohttp
@@ -12,16 +11,12 @@ from ._transport import KEEPALIVE_SECONDS, Response, TransportError
 __all__ = ["AiohttpTransport"]
 
 
-_FAIRNESS_READS = 8
-
-
 class _AiohttpResponse:
-    __slots__ = ("_eof", "_response", "_streak")
+    __slots__ = ("_eof", "_response")
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
         self._eof = False
-        self._streak = 0
 
     @property
     def status(self) -> int:
@@ -35,14 +30,7 @@ class _AiohttpResponse:
         try:
             chunk = content.read_nowait()  # everything already buffered, without waiting
             if chunk:
-                # A consumer slower than the server always finds data buffered and never
-                # suspends: give the other tasks a turn now and then.
-                self._streak += 1
-                if self._streak >= _FAIRNESS_READS:
-                    self._streak = 0
-                    await asyncio.sleep(0)
                 return chunk
-            self._streak = 0
             chunk = await content.readany()
         except (aiohttp.ClientError, OSError) as exc:
             raise TransportError("read", f"the response body broke: {exc!r}") from exc

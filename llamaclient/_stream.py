@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ChatStream"]
 
+_FAIRNESS_EVENTS = 32
+
 
 class _Shared:
     """What the stream's loop and its ChatStream both see. The loop holds this, never the
@@ -72,6 +74,7 @@ class ChatStream:
         self._gen: AsyncGenerator[list[ChatEvent], None] | None = None
         self._batch: list[ChatEvent] = []
         self._pos = 0
+        self._served = 0
 
     @property
     def completion(self) -> Completion:
@@ -101,6 +104,12 @@ class ChatStream:
         return self
 
     async def __anext__(self) -> ChatEvent:
+        # A consumer slower than the server finds every event already buffered and would
+        # never suspend: give the loop's other tasks a turn every so many events.
+        self._served += 1
+        if self._served >= _FAIRNESS_EVENTS:
+            self._served = 0
+            await asyncio.sleep(0)
         while self._pos >= len(self._batch):
             if self._gen is None:
                 self._gen = _run(self._client, self.request, self._shared)
