@@ -23,10 +23,6 @@ class SlotQueue:
     def __init__(self) -> None:
         self._lines: dict[int, deque[_Ticket]] = {}
 
-    def ahead(self, slot: int) -> int:
-        """How many requests hold or wait for ``slot`` now."""
-        return len(self._lines.get(slot, ()))
-
     async def wait_turn(self, slot: int, ticket: object) -> AsyncIterator[int]:
         """Yield the number ahead of ``ticket`` each time it changes, until it is 0 (not
         yielded). The caller must call :meth:`leave` when done, also on error."""
@@ -34,13 +30,16 @@ class SlotQueue:
         line = self._lines[slot]
         last = -1
         while True:
+            # Clear first, then look: a leave() during the yield below (the caller's code
+            # runs there) is then seen on the next look instead of being wiped out.
+            ticket.changed.clear()
             ahead = line.index(ticket)
             if ahead == 0:
                 return
             if ahead != last:
                 last = ahead
                 yield ahead
-            ticket.changed.clear()
+                continue
             await ticket.changed.wait()
 
     def join(self, slot: int) -> _Ticket:
