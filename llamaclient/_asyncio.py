@@ -288,7 +288,8 @@ class _Connection(asyncio.BufferedProtocol):
         lines = head.decode("latin-1").split("\r\n")
         version, _, rest = lines[0].partition(" ")
         code = rest[:3]
-        if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
+        digits = code.isascii() and code.isdigit()
+        if not version.startswith("HTTP/1.") or len(code) != 3 or not digits:
             raise _BadResponse(f"bad status line {lines[0][:80]!r}")
         if rest[3:4] not in ("", " "):
             raise _BadResponse(f"bad status line {lines[0][:80]!r}")
@@ -327,7 +328,7 @@ class _Connection(asyncio.BufferedProtocol):
         if length is not None:
             values = {v.strip() for v in length.split(",")}
             value = values.pop()
-            if values or not value.isdigit():
+            if values or not (value.isascii() and value.isdigit()):
                 raise _BadResponse(f"bad Content-Length {length[:80]!r}")
             self.left = int(value)
             return _LENGTH if self.left else _DONE
@@ -649,7 +650,7 @@ def _request_bytes(
     has_host = False
     for name, value in headers.items():
         if "\r" in name or "\n" in name or "\r" in value or "\n" in value or ":" in name:
-            raise ValueError(f"invalid header {name!r}: {value!r}")
+            raise ValueError(f"invalid header {name!r} (the value is not shown)")
         lower = name.lower()
         if lower == "content-length" or lower == "transfer-encoding":
             continue  # ours, from the body

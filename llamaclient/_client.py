@@ -22,6 +22,8 @@ from ._errors import (
     ContextOverflowError,
     HTTPStatusError,
     LoadTimeoutError,
+    ProtocolError,
+    StalledError,
     WaitTimeoutError,
 )
 from ._events import ChatEvent, Queued, Retrying, Waiting
@@ -91,6 +93,9 @@ class Client:
 
             self._transport = AiohttpTransport(config.connect_timeout)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if config.api_key is not None and not _printable_ascii(config.api_key):
+            # Checked here so no HTTP stack ever puts the key into an error message.
+            raise ValueError("api_key must be printable ASCII (the value is not shown)")
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self._headers: Mapping[str, str] = headers
@@ -181,11 +186,26 @@ class Client:
             raise ConnectError(f"{method} {path}: {exc}") from exc
         return response.status, data
 
+    async def _read_all(self, response: Response) -> bytes:
+        """The whole body of a response whose headers are in, then release it; bounded by
+        ``stall_timeout`` (a body that stops half-way never hangs the caller)."""
+        stall = self.config.stall_timeout
+        try:
+            async with asyncio.timeout(stall):
+                return await response.aread()
+        except TimeoutError:
+            raise StalledError(f"no bytes for {stall} s while reading a response body") from None
+        finally:
+            await response.aclose()
+
     async def _get_json(self, path: str) -> Any:
         status, data = await self._call("GET", path)
         if status >= 400:
             raise _status_error(status, data)
-        return _JSON.decode(data)
+        try:
+            return _JSON.decode(data)
+        except msgspec.DecodeError:
+            raise ProtocolError(f"GET {path}: the answer is not JSON", data) from None
 
     async def _end_reasoning(self, completion_id: str | None) -> bool:
         """Ask the server to end the reasoning of ``completion_id`` now."""
@@ -205,12 +225,12 @@ class Client:
     async def _slot_busy(self, slot: int) -> bool:
         try:
             slots = await self.slots()
-        except (HTTPStatusError, ConnectError, WaitTimeoutError, msgspec.DecodeError):
+        except (HTTPStatusError, ConnectError, WaitTimeoutError, ProtocolError):
             return False  # /slots disabled, unreachable or slow: let the server queue us
-        if not slots:
+        if not isinstance(slots, list) or not slots:
             return False
-        entry = slots[slot % len(slots)]
-        return bool(entry.get("is_processing"))
+        entry = slots[slot % len(slots)]  # llama-server wraps id_slot the same way
+        return isinstance(entry, dict) and bool(entry.get("is_processing"))
 
     async def _open(
         self, request: ChatRequest, ticket: object | None
@@ -233,6 +253,7 @@ class Client:
         body = build_body(config, request)
         attempt = 0
         loading_since: float | None = None
+        load_delay = 0.05
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -252,16 +273,14 @@ class Client:
                     yield response
                     return
                 try:
-                    data = await response.aread()
+                    data = await self._read_all(response)
                 except TransportError:
                     data = b""
-                finally:
-                    await response.aclose()
                 if response.status == 503 and b"Loading model" in data:
                     if loading_since is None:
                         loading_since = loop.time()
                         yield [Waiting(slot_busy=False)]
-                    await self._wait_loaded(loading_since)
+                    load_delay = await self._wait_loaded(loading_since, load_delay)
                     continue
                 if response.status not in RETRYABLE_STATUS or attempt >= config.max_retries:
                     raise _status_error(response.status, data)
@@ -274,10 +293,11 @@ class Client:
             yield [Retrying(attempt, int(delay * 1000), error)]
             await asyncio.sleep(delay)
 
-    async def _wait_loaded(self, since: float) -> None:
-        """Poll ``/health`` with backoff until the model is loaded, or ``load_timeout``."""
+    async def _wait_loaded(self, since: float, delay: float) -> float:
+        """Poll ``/health`` with backoff until the model is loaded, or ``load_timeout``.
+        Returns the next delay: the backoff goes on across calls, for a router whose
+        ``/health`` is fine while the model behind it still answers 503."""
         loop = asyncio.get_running_loop()
-        delay = 0.05
         while True:
             if loop.time() - since > self.config.load_timeout:
                 raise LoadTimeoutError(
@@ -290,7 +310,11 @@ class Client:
             except (ConnectError, WaitTimeoutError):
                 continue
             if status == 200:
-                return
+                return delay
+
+
+def _printable_ascii(text: str) -> bool:
+    return text.isascii() and text.isprintable()
 
 
 def _status_error(status: int, data: bytes) -> HTTPStatusError:

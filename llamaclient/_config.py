@@ -49,11 +49,16 @@ class Config(msgspec.Struct, frozen=True):
     thinking_grace: int = 256
     transport: Literal["auto", "asyncio", "aiohttp", "httpx"] = "auto"
 
+    def __rich_repr__(self) -> list[tuple[str, object]]:
+        return [(name, _shown(self, name)) for name in self.__struct_fields__]
+
     def __repr__(self) -> str:
         fields = []
         for name in self.__struct_fields__:
-            value = getattr(self, name)
-            if name == "api_key" and value is not None:
-                value = "***"
-            fields.append(f"{name}={value!r}")
+            fields.append(f"{name}={_shown(self, name)!r}")
         return f"Config({', '.join(fields)})"
+
+
+def _shown(config: Config, name: str) -> object:
+    value = getattr(config, name)
+    return "***" if name == "api_key" and value is not None else value

@@ -166,7 +166,7 @@ async def _run(
             raise InferError("no response")
         content_type = (response.header("content-type") or "").lower()
         if "text/event-stream" not in content_type:
-            shared.completion = Assembler.from_response(await response.aread())
+            shared.completion = Assembler.from_response(await client._read_all(response))
             return
         decoder = SSEDecoder()
         read = response.read

@@ -26,3 +26,17 @@ def test_config_repr_hides_the_api_key() -> None:
     config = llamaclient.Config("http://127.0.0.1:1", api_key="sk-secret-123")
     assert "sk-secret-123" not in repr(config)
     assert "sk-secret-123" not in str(config)
+
+
+def test_config_rich_repr_hides_the_api_key() -> None:
+    config = llamaclient.Config("http://127.0.0.1:1", api_key="sk-secret-123")
+    assert "sk-secret-123" not in repr(list(config.__rich_repr__()))
+
+
+def test_an_api_key_that_cannot_be_a_header_is_refused_without_showing_it() -> None:
+    import pytest
+
+    for key in ("sk-secret\r\nX-Evil: 1", "sk-sécret", "sk-secret\n"):
+        with pytest.raises(ValueError, match="printable ASCII") as info:
+            llamaclient.Client(llamaclient.Config("http://127.0.0.1:1", api_key=key))
+        assert "secret" not in str(info.value)
