@@ -41,13 +41,15 @@ class _Shared:
     ChatStream: so dropping an unfinished ChatStream drops its generator at once, and asyncio
     closes it (and with it the HTTP response) without waiting for the garbage collector."""
 
-    __slots__ = ("asm", "completion", "live", "response")
+    __slots__ = ("asm", "completion", "ended", "live", "response", "stopped")
 
     def __init__(self) -> None:
         self.asm = Assembler()
         self.live: LiveArguments | None = None
         self.completion: Completion | None = None
         self.response: Response | None = None
+        self.stopped = False  # aclose() from another task
+        self.ended = False  # the loop is over: no more pieces will come
 
 
 class ChatStream:
@@ -93,7 +95,10 @@ class ChatStream:
         shared = self._shared
         if shared.live is None:
             shared.live = self._new_live()
-        return shared.live.claim(index, tool)
+        args = shared.live.claim(index, tool)
+        if shared.ended:  # nothing more will feed it: complete or fail it now
+            args.abort("the chat stream had already ended")
+        return args
 
     def _new_live(self) -> LiveArguments:
         return LiveArguments(
@@ -126,9 +131,20 @@ class ChatStream:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop the stream and release its connection (the server then frees the slot)."""
-        if self._gen is not None:
-            await self._gen.aclose()
+        """Stop the stream and release its connection (the server then frees the slot).
+
+        From another task while this stream is being iterated (a "stop" button), it closes
+        the response at once and the iterating task's loop ends quietly."""
+        gen = self._gen
+        if gen is None:
+            return
+        if not getattr(gen, "ag_running", False):  # a native async generator
+            await gen.aclose()
+            return
+        shared = self._shared
+        shared.stopped = True
+        if shared.response is not None:
+            await shared.response.aclose()
 
     async def collect(self) -> Completion:
         """Drain the stream and return the Completion."""
@@ -162,6 +178,8 @@ async def _run(
                 yield item
             else:
                 response = shared.response = item
+                if shared.stopped:  # aclose() from another task while we waited
+                    return
         if response is None:  # pragma: no cover - _open always ends with a response
             raise InferError("no response")
         content_type = (response.header("content-type") or "").lower()
@@ -229,6 +247,11 @@ async def _run(
             f"no bytes for {stall} s while streaming", partial=asm.partial(capped)
         ) from None
     except TransportError as exc:
+        if shared.stopped:
+            return  # aclose() from another task closed the response: a quiet end
+        if asm.is_finished:  # only the usage chunk or [DONE] was lost: the answer is whole
+            shared.completion = asm.finish(capped)
+            return
         raise StreamClosedEarlyError(
             f"the stream broke: {exc}", partial=asm.partial(capped)
         ) from exc
@@ -239,6 +262,7 @@ async def _run(
     finally:
         if watchdog is not None:
             watchdog.cancel()
+        shared.ended = True
         if shared.live is not None:
             shared.live.abort("the chat stream ended first")
         try:

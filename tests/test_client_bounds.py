@@ -57,3 +57,20 @@ async def test_a_slots_answer_of_another_shape_does_not_block_a_pinned_chat(
     events, error = await drain(make_client().chat(user(slot=1, wait=False)))
     assert error is None, error
     assert events == [Content("Hi")]
+
+
+@pytest.mark.parametrize("ending", ["close", "reset"])
+async def test_a_cut_after_the_finish_reason_is_a_whole_answer(
+    server: FaultServer, make_client: ClientFactory, ending: str
+) -> None:
+    from .faultserver import Close, Reset, chat_chunks, stream
+
+    chunks = chat_chunks(["Hel", "lo"], usage=False, done=False)
+    server.route(
+        "POST", CHAT, [*stream(chunks, end=False), Close() if ending == "close" else Reset()]
+    )
+    chat = make_client().chat(user())
+    events, error = await drain(chat)
+    assert error is None, error
+    assert chat.completion.content == "Hello"
+    assert events == [Content("Hel"), Content("lo")]

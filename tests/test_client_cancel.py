@@ -206,3 +206,30 @@ async def test_a_thousand_streams_half_broken_off_leave_nothing_behind(
         await settle(lambda: open_fds() == fds_before)
         assert open_fds() == fds_before
         assert len(asyncio.all_tasks()) == tasks_before, asyncio.all_tasks()
+
+
+async def test_aclose_from_another_task_stops_the_stream_at_once(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    """A "stop" button: another task calls aclose() while this one iterates. The connection
+    closes at once (the server sees it) and the iterating loop ends quietly."""
+    server.route("POST", CHAT, stream(chat_chunks([f"t{i} " for i in range(400)]), delay=0.01))
+    chat = make_client().chat(user())
+    seen = 0
+    started = asyncio.Event()
+
+    async def consume() -> None:
+        nonlocal seen
+        async for _ in chat:
+            seen += 1
+            if seen == 3:
+                started.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(chat.aclose(), 2)
+    await asyncio.wait_for(server.wait_disconnect(timeout=2), 3)
+    await asyncio.wait_for(task, 2)  # ended, without an error
+    assert 3 <= seen < 400
+    with pytest.raises(RuntimeError, match="not finished"):
+        _ = chat.completion

@@ -190,3 +190,17 @@ async def test_malformed_arguments_fail_the_handle_not_the_chat() -> None:
     with pytest.raises(ProtocolError) as info:
         await args.field("content").wait()
     assert "oops" in info.value.raw
+
+
+@pytest.mark.asyncio
+async def test_arguments_taken_after_the_stream_ended_never_hang() -> None:
+    async with FaultServer() as srv:
+        srv.route("POST", "/v1/chat/completions", tool_stream(PIECES))
+        async with Client(Config(srv.url)) as client, client.chat(REQUEST) as s:
+            async for _ in s:
+                pass
+            done = s.arguments(0)  # a call that happened: complete, caught up
+            never = s.arguments(tool="no_such_tool")  # a call that never came
+    assert await asyncio.wait_for(done.field("path").wait(), 2) == "notes.txt"
+    with pytest.raises(ProtocolError, match="already ended"):
+        await asyncio.wait_for(never.field("x").wait(), 2)
