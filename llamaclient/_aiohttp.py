@@ -1,4 +1,4 @@
-"""The default transport, on aiohttp: the cheapest per-read path measured."""
+"""The transport on aiohttp: the default for ``https://`` base URLs."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class _AiohttpResponse:
 
 
 class AiohttpTransport:
-    """The default transport, on an ``aiohttp.ClientSession`` it owns."""
+    """A transport on an ``aiohttp.ClientSession`` it owns."""
 
     def __init__(self, connect_timeout: float) -> None:
         self._connect_timeout = connect_timeout

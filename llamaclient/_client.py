@@ -131,8 +131,8 @@ class Client:
         string argument as it streams, for every tool (True) or the tools named.
         ``lenient_arguments`` decodes them with the lenient rules (see ``ArgumentStream``).
         """
-        build_body(self.config, request)
-        return ChatStream(self, request, live_arguments, lenient_arguments)
+        body = build_body(self.config, request)
+        return ChatStream(self, request, body, live_arguments, lenient_arguments)
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Run one chat to its end and return the Completion."""
@@ -233,7 +233,7 @@ class Client:
         return isinstance(entry, dict) and bool(entry.get("is_processing"))
 
     async def _open(
-        self, request: ChatRequest, ticket: object | None
+        self, request: ChatRequest, body: bytes, ticket: object | None
     ) -> AsyncIterator[list[ChatEvent] | Response]:
         """Yield waiting events, then the streaming Response (status < 300). The caller holds
         ``ticket`` (its place in the slot's line) until the stream ends."""
@@ -245,12 +245,11 @@ class Client:
                 if not request.wait:
                     raise BusyError(f"slot {slot} is busy")
                 yield [Waiting(slot_busy=True)]
-        async for item in self._attempts(request):
+        async for item in self._attempts(body):
             yield item
 
-    async def _attempts(self, request: ChatRequest) -> AsyncIterator[list[ChatEvent] | Response]:
+    async def _attempts(self, body: bytes) -> AsyncIterator[list[ChatEvent] | Response]:
         config = self.config
-        body = build_body(config, request)
         attempt = 0
         loading_since: float | None = None
         load_delay = 0.05

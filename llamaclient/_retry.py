@@ -23,7 +23,8 @@ def backoff_seconds(
     retry_after: float | None = None,
     rng: random.Random | None = None,
 ) -> float:
-    """Full-jitter exponential backoff for ``attempt`` (1, 2, ...), never below Retry-After."""
+    """Full-jitter exponential backoff for ``attempt`` (1, 2, ...), never below Retry-After
+    (itself capped at ``cap * 8``, so a server cannot park the client for hours)."""
     ceiling = min(cap, base * (2 ** (attempt - 1)))
     delay = (rng or random).uniform(ceiling / 2, ceiling)
     if retry_after is not None:

@@ -1,8 +1,10 @@
 """ChatStream: one chat request, iterated as events, ending with a Completion.
 
 The loop is thin: get a response (slot order, model loading, retries: see ``_attempts``), then
-for each read, SSE framing → assembler → events. Breaking out, ``aclose()`` or cancelling the
-task closes the HTTP response at once, so the server frees the slot.
+for each read, SSE framing → assembler → events. Leaving ``async with``, ``aclose()`` (from
+any task) or cancelling the task closes the HTTP response at once, so the server frees the
+slot. A plain ``break`` without ``async with`` closes it as soon as the stream object is no
+longer referenced (asyncio then finalises its generator).
 """
 
 from __future__ import annotations
@@ -63,11 +65,13 @@ class ChatStream:
         self,
         client: Client,
         request: ChatRequest,
+        body: bytes,
         live_arguments: bool | Iterable[str] = False,
         lenient_arguments: bool = True,
     ) -> None:
         self._client = client
         self.request = request
+        self._body = body
         self._shared = _Shared()
         self._live_tools = live_arguments
         self._lenient = lenient_arguments
@@ -117,7 +121,7 @@ class ChatStream:
             await asyncio.sleep(0)
         while self._pos >= len(self._batch):
             if self._gen is None:
-                self._gen = _run(self._client, self.request, self._shared)
+                self._gen = _run(self._client, self.request, self._body, self._shared)
             self._batch = await self._gen.__anext__()
             self._pos = 0
         event = self._batch[self._pos]
@@ -155,7 +159,7 @@ class ChatStream:
 
 
 async def _run(
-    client: Client, request: ChatRequest, shared: _Shared
+    client: Client, request: ChatRequest, body: bytes, shared: _Shared
 ) -> AsyncGenerator[list[ChatEvent], None]:
     """The loop: wait for a response, then read → SSE framing → assembler → events."""
     config = client.config
@@ -173,7 +177,7 @@ async def _run(
     stall = config.stall_timeout
     watchdog: Watchdog | None = None
     try:
-        async for item in client._open(request, ticket):
+        async for item in client._open(request, body, ticket):
             if isinstance(item, list):
                 yield item
             else:

@@ -9,7 +9,7 @@ assembler, timeouts, retries) is ours, so the HTTP stack is replaceable:
 - ``AiohttpTransport`` (``_aiohttp.py``), the default for ``https://``;
 - ``HttpxTransport`` (``_httpx.py``), over an ``httpx.AsyncClient`` (yours, or one we make).
 
-Both are imported only when used, so ``import llamaclient`` stays cheap.
+Each is imported only when used, so ``import llamaclient`` stays cheap.
 
 Failures are reported as :class:`TransportError` with ``kind``:
 ``"connect"`` (nothing reached the server), ``"disconnected"`` (the server closed the
