@@ -76,8 +76,11 @@ class Client:
         base = config.base_url.rstrip("/")
         self._base = base[:-3] if base.endswith("/v1") else base
         kind = config.transport
+        https = self._base.lower().startswith("https:")
         if kind == "auto":
-            kind = "aiohttp" if self._base.startswith("https:") else "asyncio"
+            kind = "aiohttp" if https else "asyncio"
+        elif kind == "asyncio" and https and transport is None and http_client is None:
+            raise ValueError('transport "asyncio" speaks http:// only: use "aiohttp" or "httpx"')
         if transport is not None:
             self._transport: Transport = transport
         elif http_client is not None or kind == "httpx":

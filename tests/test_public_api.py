@@ -40,3 +40,17 @@ def test_an_api_key_that_cannot_be_a_header_is_refused_without_showing_it() -> N
         with pytest.raises(ValueError, match="printable ASCII") as info:
             llamaclient.Client(llamaclient.Config("http://127.0.0.1:1", api_key=key))
         assert "secret" not in str(info.value)
+
+
+def test_transport_choice_follows_the_url() -> None:
+    import pytest
+
+    def kind(url: str, transport: str = "auto") -> str:
+        client = llamaclient.Client(llamaclient.Config(url, transport=transport))  # type: ignore[arg-type]
+        return type(client._transport).__name__
+
+    assert kind("http://127.0.0.1:1") == "AsyncioTransport"
+    assert kind("HTTPS://example.invalid") == "AiohttpTransport"
+    assert kind("http://127.0.0.1:1", "httpx") == "HttpxTransport"
+    with pytest.raises(ValueError, match="http:// only"):
+        kind("https://example.invalid", "asyncio")
