@@ -40,6 +40,7 @@ __all__ = ["Client"]
 
 _JSON = msgspec.json.Decoder()
 CHAT_PATH = "/v1/chat/completions"
+_RELEASE_GRACE = 1.5  # seconds: llama-server notices a cut connection within ~1 s
 
 
 class _ErrorBody(msgspec.Struct):
@@ -106,6 +107,7 @@ class Client:
         # pooled connection would only fail on its next use: ask for the close up front.
         self._chat_headers: Mapping[str, str] = {**headers, "Connection": "close"}
         self._slots = SlotQueue()
+        self._released: dict[int, float] = {}  # slot -> when our last request on it ended
 
     def __repr__(self) -> str:
         return f"Client(base_url={self._base!r}, transport={type(self._transport).__name__})"
@@ -225,6 +227,23 @@ class Client:
             return False
         return status == 200 and b'"success":true' in data
 
+    def _slot_done(self, slot: int, ticket: object) -> None:
+        """A request of this client for ``slot`` ended: the next in line may go."""
+        self._released[slot] = asyncio.get_running_loop().time()
+        self._slots.leave(slot, ticket)
+
+    async def _still_busy_after_us(self, slot: int) -> bool:
+        """The server frees a slot about one token step after our own request on it ended
+        (or ~1 s after a cut connection): within that window, look again before calling the
+        slot busy elsewhere."""
+        loop = asyncio.get_running_loop()
+        released = self._released.get(slot)
+        while released is not None and loop.time() - released < _RELEASE_GRACE:
+            await asyncio.sleep(0.05)
+            if not await self._slot_busy(slot):
+                return False
+        return True
+
     async def _slot_busy(self, slot: int) -> bool:
         try:
             slots = await self.slots()
@@ -244,9 +263,12 @@ class Client:
         if slot is not None and ticket is not None:
             async for ahead in self._slots.wait_turn(slot, ticket):
                 yield [Queued(ahead)]
-            if await self._slot_busy(slot):
-                if not request.wait:
+            busy = await self._slot_busy(slot)
+            if busy and not request.wait:
+                busy = await self._still_busy_after_us(slot)
+                if busy:
                     raise BusyError(f"slot {slot} is busy")
+            if busy:
                 yield [Waiting(slot_busy=True)]
         async for item in self._attempts(body):
             yield item

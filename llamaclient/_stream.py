@@ -274,4 +274,4 @@ async def _run(
                 await response.aclose()
         finally:
             if slot is not None:
-                client._slots.leave(slot, ticket)
+                client._slot_done(slot, ticket)

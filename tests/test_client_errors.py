@@ -385,3 +385,38 @@ async def test_a_health_request_that_never_answers_is_bounded_by_load_timeout(
     assert events == [Waiting(slot_busy=False)]
     assert isinstance(error, LoadTimeoutError)
     assert elapsed < 1.2  # the server holds each request for 1.5 s
+
+
+IDLE = [{"id": 0, "is_processing": False}, {"id": 1, "is_processing": False}]
+
+
+async def test_wait_false_right_after_our_own_request_is_not_busy(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    """The server frees the slot a moment after our own previous request on it ended; that
+    is not "busy elsewhere": the client looks again before raising BusyError."""
+    server.route("GET", "/slots", [Json(200, IDLE)], [Json(200, SLOTS)], [Json(200, SLOTS)],
+                 [Json(200, IDLE)])
+    server.route("POST", CHAT, stream(chat_chunks(["Hi"])))
+    client = make_client()
+    _, error = await drain(client.chat(user(slot=0, wait=False)))
+    assert error is None
+    second, error = await drain(client.chat(user(slot=0, wait=False)))
+    assert error is None, error
+    assert second == [Content("Hi")]
+    assert chat_requests(server) == 2
+
+
+async def test_wait_false_long_after_our_own_request_is_busy_at_once(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    server.route("GET", "/slots", [Json(200, IDLE)], [Json(200, SLOTS)])
+    server.route("POST", CHAT, stream(chat_chunks(["Hi"])))
+    client = make_client()
+    _, error = await drain(client.chat(user(slot=0, wait=False)))
+    assert error is None
+    await asyncio.sleep(1.6)  # past the release grace
+    started = time.monotonic()
+    _, error = await drain(client.chat(user(slot=0, wait=False)))
+    assert isinstance(error, BusyError)
+    assert time.monotonic() - started < 0.5
