@@ -205,6 +205,7 @@ async def _run(
                 chunk = await read()
             payloads = decoder.feed(chunk) if chunk else decoder.flush()
             events: list[ChatEvent] = []
+            failure: InferError | None = None
             try:
                 for payload in payloads:
                     got = asm.push(payload)
@@ -226,18 +227,16 @@ async def _run(
                             + ("" if capped else " (the server refused to end it)"),
                             partial=asm.partial(capped),
                         )
-            except InferError:
+            except InferError as exc:
                 # What arrived before the error in this read is delivered first, so the
                 # events never depend on how the bytes were split into reads.
-                if shared.live is not None:
-                    events = shared.live.process(events)
-                if events:
-                    yield events
-                raise
+                failure = exc
             if shared.live is not None:
                 events = shared.live.process(events)
             if events:
                 yield events
+            if failure is not None:
+                raise failure
             if not chunk:
                 break
         shared.completion = asm.finish(capped)
