@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from llamaclient import (
     UserMessage,
     Waiting,
 )
+
+from .llama_server import LlamaServer
 
 MODEL_DIR = Path.home() / ".cache" / "llamaclient"
 PROMPT = "Write three short sentences about the sea."
@@ -95,8 +98,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.url:
         asyncio.run(chat(args.url, args.prompt, args.max_tokens))
         return 0
-    from .llama_server import LlamaServer
-
     model = gemma_path()
     # Start and send at once: a loading model answers 503, which the client waits out.
     # The GGUF has no chat template. With Jinja on (the default) "--chat-template gemma" is
@@ -108,10 +109,29 @@ def main(argv: list[str] | None = None) -> int:
     server.start(wait_ready=False)
     try:
         print(f"llama-server on {server.base_url} (log: {server.log_path})", file=sys.stderr)
-        asyncio.run(chat(server.base_url, args.prompt, args.max_tokens))
+        died = asyncio.run(chat_while_alive(server, args.prompt, args.max_tokens))
     finally:
         server.stop()
+    if died is not None:
+        print(f"\n{died}", file=sys.stderr)
+        return 1
     return 0
+
+
+async def chat_while_alive(server: LlamaServer, prompt: str, max_tokens: int) -> str | None:
+    """Chat, but stop at once if the server process dies (the client alone would wait out
+    ``load_timeout`` on a refused port); returns how it died, or None."""
+    chat_task = asyncio.create_task(chat(server.base_url, prompt, max_tokens))
+    watch_task = asyncio.create_task(server.watch())
+    done, _ = await asyncio.wait({chat_task, watch_task}, return_when=asyncio.FIRST_COMPLETED)
+    if chat_task in done:
+        watch_task.cancel()
+        chat_task.result()
+        return None
+    chat_task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await chat_task
+    return watch_task.result()
 
 
 if __name__ == "__main__":

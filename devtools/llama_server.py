@@ -10,8 +10,10 @@ its stdout and stderr go to a log file.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -173,9 +175,7 @@ class LlamaServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.returncode is not None:
-                raise LlamaServerError(
-                    f"llama-server exited with {self.returncode}:\n{self.log_text()[-3000:]}"
-                )
+                raise LlamaServerError(self.death_report())
             if health_status(self.port) == 200:
                 return
             time.sleep(0.02)
@@ -202,6 +202,31 @@ class LlamaServer:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout)
+
+    def death_report(self, tail: int = 3000) -> str:
+        """How the process ended (the signal by name) and the end of its log."""
+        code = self.returncode
+        if code is None:
+            return "llama-server is running"
+        if code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+            if -code == signal.SIGILL:
+                how += (
+                    " (an illegal instruction: a llama-server built for another CPU; "
+                    "`python -m devtools.build_server` builds a portable one)"
+                )
+        else:
+            how = f"exited with status {code}"
+        return f"llama-server {how}. Last lines of {self.log_path}:\n{self.log_text()[-tail:]}"
+
+    async def watch(self, interval: float = 0.05) -> str:
+        """Return :meth:`death_report` as soon as the process ends (poll every ``interval``)."""
+        while self.returncode is None:  # noqa: ASYNC110 - a child process has no event to await
+            await asyncio.sleep(interval)
+        return self.death_report()
 
     def log_text(self) -> str:
         """Everything the server has written to its log so far."""

@@ -199,11 +199,20 @@ def _tool(tool: object) -> _Tool:
 
 
 def _logit_bias(bias: LogitBias | None) -> Any:
+    # llama-server reads an int in a pair as a token id and a str as *text to tokenize*. The
+    # OpenAI form {"364": -100} means token 364, so a mapping's decimal-string key becomes the
+    # int; any other string stays text. Pairs are llama-server's own form and go as given.
     if bias is None:
         return None
     if isinstance(bias, Mapping):
-        return [[k, v] for k, v in bias.items()]
+        return [[_token_key(k), v] for k, v in bias.items()]
     return [list(pair) for pair in bias]
+
+
+def _token_key(key: int | str) -> int | str:
+    if isinstance(key, str) and key.isascii() and key.isdecimal():
+        return int(key)
+    return key
 
 
 def _check_request(request: ChatRequest) -> None:

@@ -12,7 +12,12 @@ from ._messages import ChatMessage, ToolSchema
 __all__ = ["ChatRequest", "LogitBias", "ToolChoice"]
 
 ToolChoice = Literal["auto", "none", "required"]
-LogitBias = Mapping[int | str, float] | Sequence[tuple[int | str, float]]
+LogitBias = (
+    Mapping[int, float]
+    | Mapping[str, float]
+    | Mapping[int | str, float]
+    | Sequence[tuple[int | str, float]]
+)
 
 
 class ChatRequest(msgspec.Struct, frozen=True):
@@ -26,6 +31,10 @@ class ChatRequest(msgspec.Struct, frozen=True):
     - ``thinking_budget``: cap reasoning at this many tokens (overrides ``Config``); 0 turns
       off the cap the config sets.
     - ``wait``: when the pinned slot is busy elsewhere, wait (default) or raise ``BusyError``.
+    - ``logit_bias``: token id or text → bias. As a mapping (the OpenAI form) an ``int`` key or
+      a decimal-string key (``{"364": -100}``) is that token id; any other string key is text,
+      which llama-server tokenizes and biases token by token. As ``(key, bias)`` pairs the keys
+      go to llama-server as given: an ``int`` is a token id, a ``str`` is always text.
     - ``json_schema``/``response_format``: constrain the answer.
     - ``extra``: more body fields for server options not modelled here; they override ours.
     """

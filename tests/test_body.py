@@ -157,12 +157,13 @@ def test_request_overrides_config_and_extra_overrides_all() -> None:
 
 
 def test_sampling_and_constraints() -> None:
+    bias: dict[int | str, float] = {"Done.": -100.0, 5: 2.0, "364": -1.0, "٣": 1.0, "-3": 0.5}
     req = ChatRequest(
         [UserMessage("u")],
         stop=["\n"],
         seed=1,
         min_p=0.1,
-        logit_bias={"Done.": -100.0, 5: 2.0},
+        logit_bias=bias,
         tool_choice="required",
         parallel_tool_calls=False,
         json_schema={"type": "object"},
@@ -170,7 +171,8 @@ def test_sampling_and_constraints() -> None:
     )
     got = body(req)
     assert got["stop"] == ["\n"]
-    assert got["logit_bias"] == [["Done.", -100.0], [5, 2.0]]
+    # decimal-string keys are token ids (the OpenAI form); other strings are text to tokenize
+    assert got["logit_bias"] == [["Done.", -100.0], [5, 2.0], [364, -1.0], ["٣", 1.0], ["-3", 0.5]]
     assert got["tool_choice"] == "required"
     assert got["parallel_tool_calls"] is False
     assert got["json_schema"] == {"type": "object"}
@@ -224,3 +226,9 @@ def test_non_streamed_body() -> None:
 def test_invalid_requests_raise_value_error(request_: ChatRequest, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         build_body(CFG, request_)
+
+
+def test_logit_bias_pairs_go_as_given() -> None:
+    """Pairs are llama-server's own form: a str there is text, even when it is all digits."""
+    got = body(ChatRequest([UserMessage("u")], logit_bias=[("364", -1.0), (7, 2.0)]))
+    assert got["logit_bias"] == [["364", -1.0], [7, 2.0]]

@@ -2,9 +2,9 @@
 bookkeeping.
 
 ``script_request(name)`` is the :class:`~llamaclient.ChatRequest` equivalent of
-:func:`devtools.scripts.request_body`: the script's ``logit_bias`` (as integer token ids: the
-client sends ``[[id, bias], ...]`` pairs, and a *string* id in a pair would be tokenized as
-text), its tools as :class:`~llamaclient.ToolSchema`, thinking on unless the script turns it
+:func:`devtools.scripts.request_body`: the script's ``logit_bias`` as written there, in the
+OpenAI form ``{"<token id>": bias}`` (the client sends the ids as integers), its tools as
+:class:`~llamaclient.ToolSchema`, thinking on unless the script turns it
 off, and ``temperature: 0``.
 """
 
@@ -69,7 +69,7 @@ def script_request(
 ) -> ChatRequest:
     """The ChatRequest that selects script ``name``; ``fields`` are more ChatRequest fields."""
     script = SCRIPTS[name].fields
-    bias = {int(k): v for k, v in script.get("logit_bias", {}).items()}
+    bias = dict(script.get("logit_bias", {}))  # the OpenAI form: decimal-string token ids
     kwargs = script.get("chat_template_kwargs", {})
     if tools is None:
         tools = [schema(t) for t in script.get("tools", [])]

@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 
+import msgspec
 import pytest
 
 from devtools.scripts import AFTER_REASONING_END, SCRIPTS
@@ -91,6 +92,29 @@ async def test_answer_without_thinking(live_client: Client) -> None:
     assert (completion.reasoning_content, completion.content) == (None, "Done.")
     assert completion.reasoning_tokens == 0
     assert completion.finish_reason is FinishReason.STOP
+
+
+async def test_logit_bias_decimal_string_keys_are_token_ids(live_client: Client) -> None:
+    """The OpenAI form {"<id>": -100} (what ``script_request`` sends) suppresses that token, so
+    the script takes its tool-call branch; the same bias as integer keys does the same."""
+    request = script_request("tool_call")
+    assert request.logit_bias
+    assert all(isinstance(k, str) for k in request.logit_bias)
+    by_str = await live_client.complete(request)
+    assert by_str.finish_reason is FinishReason.TOOL_CALLS
+    as_int = {int(k): v for k, v in dict(request.logit_bias).items()}
+    by_int = await live_client.complete(msgspec.structs.replace(request, logit_bias=as_int))
+    assert by_int.finish_reason is FinishReason.TOOL_CALLS
+    same = [(c.name, c.arguments) for c in by_int.tool_calls]
+    assert same == [(c.name, c.arguments) for c in by_str.tool_calls]  # ids are per request
+
+
+async def test_logit_bias_text_keys_are_text(live_client: Client) -> None:
+    """A non-numeric key is text to tokenize: "Done." is several one-character tokens here, not
+    the script's "Done." token, so the script's answer is not suppressed."""
+    request = script_request("tool_call", logit_bias={"Done.": -100.0})
+    completion = await live_client.complete(request)
+    assert (completion.content, completion.finish_reason) == ("Done.", FinishReason.STOP)
 
 
 async def test_one_tool_call_in_pieces(live_client: Client) -> None:
