@@ -1,4 +1,4 @@
-"""Microbenchmark of the SSE decoding alone: ``llamaclient._sse.SSEDecoder`` vs httpx-sse.
+"""Microbenchmark of the SSE decoding alone: ``llamaclient._protocol.sse.SSEDecoder`` vs httpx-sse.
 
 httpx-sse is run as ``EventSource.aiter_sse()`` runs it (incremental UTF-8 decode, its line
 decoder, its event decoder), minus the async generators. Both get the same llama-server-like
@@ -16,7 +16,7 @@ from httpx_sse._decoders import SSEDecoder as RefDecoder
 from httpx_sse._decoders import SSELineDecoder
 
 from bench.chunks import event
-from llamaclient._sse import SSEDecoder
+from llamaclient._protocol.sse import SSEDecoder
 
 __all__ = ["CASES", "decode_ours", "decode_httpx_sse", "measure"]
 

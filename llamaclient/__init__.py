@@ -1,12 +1,14 @@
 """llamaclient: the asyncio streaming client for llama.cpp's llama-server."""
 
-from ._arguments import ArgumentStream, FieldHandle, FieldText
-from ._assembler import Assembler
-from ._body import build_body
+from ._arguments.stream import ArgumentStream, FieldHandle, FieldText
 from ._client import Client
-from ._completion import Completion, FinishReason, Timings, Usage
-from ._config import Config
-from ._errors import (
+from ._protocol.assembler import Assembler
+from ._protocol.body import build_body
+from ._stream import ChatStream
+from ._transports.base import Response, Transport, TransportError
+from ._types.completion import Completion, FinishReason, Timings, Usage
+from ._types.config import Config
+from ._types.errors import (
     BusyError,
     ConnectError,
     ContextOverflowError,
@@ -20,7 +22,7 @@ from ._errors import (
     ThinkingOverrunError,
     WaitTimeoutError,
 )
-from ._events import (
+from ._types.events import (
     ArgumentDelta,
     ChatEvent,
     Content,
@@ -33,7 +35,7 @@ from ._events import (
     ToolCallDone,
     Waiting,
 )
-from ._messages import (
+from ._types.messages import (
     AssistantMessage,
     ChatMessage,
     SystemMessage,
@@ -42,9 +44,7 @@ from ._messages import (
     ToolSchema,
     UserMessage,
 )
-from ._request import ChatRequest
-from ._stream import ChatStream
-from ._transport import Response, Transport, TransportError
+from ._types.request import ChatRequest
 
 __version__ = "0.1.0"
 

@@ -13,10 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ._body import build_body
-from ._completion import Completion
-from ._config import Config
-from ._errors import (
+from ._policy.slots import SlotQueue
+from ._protocol.body import build_body
+from ._protocol.retry import RETRYABLE_STATUS, backoff_seconds, retry_after_seconds
+from ._stream import ChatStream
+from ._transports.base import Response, Transport, TransportError
+from ._types.completion import Completion
+from ._types.config import Config
+from ._types.errors import (
     BusyError,
     ConnectError,
     ContextOverflowError,
@@ -26,12 +30,8 @@ from ._errors import (
     StalledError,
     WaitTimeoutError,
 )
-from ._events import ChatEvent, Queued, Retrying, Waiting
-from ._request import ChatRequest
-from ._retry import RETRYABLE_STATUS, backoff_seconds, retry_after_seconds
-from ._slots import SlotQueue
-from ._stream import ChatStream
-from ._transport import Response, Transport, TransportError
+from ._types.events import ChatEvent, Queued, Retrying, Waiting
+from ._types.request import ChatRequest
 
 if TYPE_CHECKING:
     import httpx
@@ -85,15 +85,15 @@ class Client:
         if transport is not None:
             self._transport: Transport = transport
         elif http_client is not None or kind == "httpx":
-            from ._httpx import HttpxTransport
+            from ._transports.httpx import HttpxTransport
 
             self._transport = HttpxTransport(http_client, config.connect_timeout)
         elif kind == "asyncio":
-            from ._asyncio import AsyncioTransport
+            from ._transports.native import AsyncioTransport
 
             self._transport = AsyncioTransport(config.connect_timeout)
         else:
-            from ._aiohttp import AiohttpTransport
+            from ._transports.aiohttp import AiohttpTransport
 
             self._transport = AiohttpTransport(config.connect_timeout)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}

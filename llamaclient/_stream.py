@@ -13,22 +13,22 @@ import asyncio
 from collections.abc import AsyncGenerator, Iterable
 from typing import TYPE_CHECKING
 
-from ._arguments import ArgumentStream
-from ._assembler import Assembler
-from ._completion import Completion
-from ._errors import (
+from ._arguments.routing import LiveArguments
+from ._arguments.stream import ArgumentStream
+from ._policy.stall import Watchdog
+from ._protocol.assembler import Assembler
+from ._protocol.sse import SSEDecoder
+from ._transports.base import Response, TransportError
+from ._types.completion import Completion
+from ._types.errors import (
     InferError,
     ProtocolError,
     StalledError,
     StreamClosedEarlyError,
     ThinkingOverrunError,
 )
-from ._events import ChatEvent, ThinkingCapped
-from ._live import LiveArguments
-from ._request import ChatRequest
-from ._sse import SSEDecoder
-from ._transport import Response, TransportError
-from ._watchdog import Watchdog
+from ._types.events import ChatEvent, ThinkingCapped
+from ._types.request import ChatRequest
 
 if TYPE_CHECKING:
     from ._client import Client

@@ -1,7 +1,7 @@
 """Shared fixtures and helpers for the client tests (``tests/test_client_*.py``).
 
 - ``transport``: every fault-server test runs once per transport, ``"aiohttp"`` and ``"httpx"``.
-- ``server``: a fresh :class:`~tests.faultserver.FaultServer` on loopback.
+- ``server``: a fresh :class:`~tests.support.faultserver.FaultServer` on loopback.
 - ``make_client``: builds ``Client`` objects for ``server`` over ``transport`` with small
   timeouts and fast backoff; on teardown every client is closed and the server must see all
   of its connections closed (a leaked connection fails the test).
@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 
 from llamaclient import ChatEvent, ChatRequest, ChatStream, Client, Config, UserMessage
-from tests.faultserver import FaultServer
+from tests.support.faultserver import FaultServer
 
 TransportName = Literal["asyncio", "aiohttp", "httpx"]
 TRANSPORTS: tuple[TransportName, ...] = ("asyncio", "aiohttp", "httpx")

@@ -15,8 +15,10 @@ def test_all_is_exactly_the_public_names() -> None:
 
 
 def test_every_private_module_declares_all_and_it_is_reexported() -> None:
-    for info in pkgutil.iter_modules(llamaclient.__path__):
-        module = importlib.import_module(f"llamaclient.{info.name}")
+    for info in pkgutil.walk_packages(llamaclient.__path__, "llamaclient."):
+        if info.ispkg:
+            continue
+        module = importlib.import_module(info.name)
         assert hasattr(module, "__all__"), info.name
         for name in module.__all__:
             assert getattr(module, name) is not None

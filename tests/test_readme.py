@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .faultserver import FaultServer, chat_chunks, stream
+from tests.support.faultserver import FaultServer, chat_chunks, stream
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -1,0 +1,359 @@
+"""The assembler: folds streamed ``data:`` payloads into events and one Completion.
+
+Pure: no I/O, no clocks. Feed it each SSE ``data`` payload with :meth:`Assembler.push`; it
+returns the events that payload stands for, and :meth:`Assembler.finish` gives the Completion.
+
+Rules (the tests check each one):
+
+1. Events of one payload come in this order: ``Progress`` (if ``prompt_progress``), then for the
+   choice ``Reasoning``, ``Content``, one ``ToolCallDelta`` per tool-call entry. Empty or null
+   text gives no event. When a piece for a new tool call arrives, the previous call is final:
+   ``ToolCallDone`` for it comes before the new call's ``ToolCallDelta``; the remaining calls get
+   their ``ToolCallDone`` after the payload that carries the finish reason.
+2. ``content``/``reasoning_content`` are the concatenation of the event texts (None if there was
+   none); a tool call's ``arguments`` is the concatenation of its pieces, kept as raw text.
+   ``id`` and ``name`` come from the first piece that has them; a repeated ``id`` is kept once,
+   and a repeated name replaces the old one (llama-server resends the full name when it grows).
+   A piece without ``index`` continues the last call unless it carries a new ``id``. Fields a
+   server adds to a tool-call entry are kept in ``ToolCall.extra`` and sent back next turn.
+3. ``timings`` is the latest seen (the usage chunk after the finish chunk included); so is usage.
+4. ``reasoning_tokens``: whenever a payload carries reasoning text it becomes the latest
+   ``timings.predicted_n`` (without timings, one per reasoning payload). ``in_reasoning`` is
+   true after reasoning text, false after answer text or a tool-call piece.
+5. ``finish`` raises ``StreamClosedEarlyError`` without a finish reason, ``ProtocolError`` if no
+   payload carried an ``id`` or a tool call never got an ``id`` or ``name``.
+6. ``push`` raises ``ProtocolError`` for text that is not a chunk object, a finish reason other
+   than stop/tool_calls/length, a choice index other than 0, a tool-call index that skips ahead,
+   and data after ``[DONE]``; ``ServerError`` for an in-band ``{"error": ...}`` payload. Errors
+   carry the partial Completion.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .._types.completion import Completion, FinishReason, Timings, Usage
+from .._types.errors import ProtocolError, ServerError, StreamClosedEarlyError
+from .._types.events import ChatEvent, Content, Reasoning, ToolCallDelta, ToolCallDone
+from .._types.messages import ToolCall
+from .wire import (
+    ANY_DECODER,
+    CHUNK_DECODER,
+    ENTRY_KEYS_DECODER,
+    RESPONSE_DECODER,
+    TOOL_CALL_DECODER,
+    WireDelta,
+    WireError,
+    WireMessage,
+    WireUsage,
+)
+
+__all__ = ["Assembler"]
+
+_FINISH = {r.value: r for r in FinishReason}
+_KNOWN_ENTRY_KEYS = frozenset({"index", "id", "type", "function"})
+_DONE = frozenset({"[DONE]", b"[DONE]"})
+
+
+class _Call:
+    """A tool call being assembled."""
+
+    __slots__ = ("arguments", "done", "extra", "id", "name")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name: str | None = None
+        self.arguments: list[str] = []
+        self.extra: dict[str, Any] = {}
+        self.done = False
+
+    def build(self, index: int, raw: str | bytes = "") -> ToolCall:
+        if not self.id or not self.name:
+            missing = "id" if not self.id else "name"
+            raise ProtocolError(f"tool call {index} never got an {missing}", raw)
+        return ToolCall(self.id, self.name, "".join(self.arguments), self.extra)
+
+
+class Assembler:
+    """Folds one stream's ``data:`` payloads into events and a :class:`Completion`."""
+
+    __slots__ = (
+        "_calls",
+        "_content",
+        "_done",
+        "_failed",
+        "_finish",
+        "_id",
+        "_in_reasoning",
+        "_model",
+        "_reasoning",
+        "_reasoning_tokens",
+        "_seen",
+        "_timings",
+        "_usage",
+    )
+
+    def __init__(self) -> None:
+        self._id: str | None = None
+        self._model: str | None = None
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: list[_Call] = []
+        self._finish: FinishReason | None = None
+        self._timings: Timings | None = None
+        self._usage = Usage()
+        self._reasoning_tokens = 0
+        self._in_reasoning = False
+        self._done = False
+        self._failed = False
+        self._seen = False
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def id(self) -> str | None:
+        """The completion id (``chatcmpl-…``), once a payload has carried one."""
+        return self._id
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """Tokens generated while the model was reasoning."""
+        return self._reasoning_tokens
+
+    @property
+    def in_reasoning(self) -> bool:
+        """True while the latest text was reasoning."""
+        return self._in_reasoning
+
+    @property
+    def is_finished(self) -> bool:
+        """A finish reason has arrived."""
+        return self._finish is not None
+
+    @property
+    def saw_output(self) -> bool:
+        """Any text or tool-call piece has arrived."""
+        return bool(self._content or self._reasoning or self._calls)
+
+    def tool_calls_so_far(self) -> list[tuple[str | None, str, bool]]:
+        """Each tool call so far: its name, its argument text, and whether it is complete."""
+        return [(c.name, "".join(c.arguments), c.done) for c in self._calls]
+
+    # -- feeding -------------------------------------------------------------------------
+    def push(self, data: str | bytes) -> list[ChatEvent]:
+        """Take one ``data:`` payload (JSON text) and return the events it stands for."""
+        if self._failed:
+            raise ProtocolError("push after an error", data, partial=self.partial())
+        if self._done:
+            raise ProtocolError("data after [DONE]", data, partial=self.partial())
+        try:
+            chunk = CHUNK_DECODER.decode(data)
+        except msgspec.DecodeError as exc:
+            if data.strip() in _DONE:
+                self._done = True
+                return []
+            raise self._fail(ProtocolError(f"not a chat completion chunk ({exc})", data)) from None
+        if chunk.error is not None:
+            raise self._fail(_server_error(chunk.error, data))
+        self._seen = True
+        if chunk.id is not None and self._id is None:
+            self._id = chunk.id
+        if chunk.model is not None:
+            self._model = chunk.model
+        if chunk.timings is not None:
+            self._timings = chunk.timings
+        if chunk.usage is not None:
+            self._usage = _usage(chunk.usage)
+        events: list[ChatEvent] = []
+        if chunk.prompt_progress is not None:
+            events.append(chunk.prompt_progress)
+        for choice in chunk.choices or ():
+            self._choice(choice.index, choice.finish_reason, choice.delta, events, data, False)
+        return events
+
+    @classmethod
+    def from_response(cls, body: str | bytes) -> Completion:
+        """Decode a non-streamed ``chat.completion`` body through the same rules."""
+        self = cls()
+        self._seen = True
+        try:
+            response = RESPONSE_DECODER.decode(body)
+        except msgspec.DecodeError as exc:
+            raise ProtocolError(f"not a chat completion ({exc})", body) from None
+        if response.error is not None:
+            raise _server_error(response.error, body)
+        self._id = response.id
+        self._model = response.model
+        self._timings = response.timings
+        if response.usage is not None:
+            self._usage = _usage(response.usage)
+        events: list[ChatEvent] = []
+        for choice in response.choices or ():
+            self._choice(choice.index, choice.finish_reason, choice.message, events, body, True)
+        return self.finish()
+
+    def finish(self, thinking_capped: bool = False) -> Completion:
+        """The Completion. Raises if the stream was not complete (see rule 5)."""
+        if self._finish is None:
+            raise StreamClosedEarlyError(
+                "the stream ended before a finish reason", partial=self.partial(thinking_capped)
+            )
+        if not self._id:
+            raise ProtocolError("no chunk carried a completion id", partial=self.partial())
+        calls = tuple(call.build(i) for i, call in enumerate(self._calls))
+        return self._completion(calls, thinking_capped)
+
+    def partial(self, thinking_capped: bool = False) -> Completion | None:
+        """What has arrived so far, without the completeness checks of :meth:`finish`;
+        None when no chunk has arrived at all."""
+        if not self._seen:
+            return None
+        calls = tuple(
+            ToolCall(c.id or "", c.name or "", "".join(c.arguments), c.extra) for c in self._calls
+        )
+        return self._completion(calls, thinking_capped)
+
+    # -- internals -----------------------------------------------------------------------
+    def _completion(self, calls: tuple[ToolCall, ...], thinking_capped: bool) -> Completion:
+        return Completion(
+            id=self._id or "",
+            model=self._model,
+            content="".join(self._content) if self._content else None,
+            reasoning_content="".join(self._reasoning) if self._reasoning else None,
+            tool_calls=calls,
+            finish_reason=self._finish,
+            timings=self._timings,
+            usage=self._usage,
+            reasoning_tokens=self._reasoning_tokens,
+            thinking_capped=thinking_capped,
+        )
+
+    def _fail(self, error: ProtocolError | ServerError) -> ProtocolError | ServerError:
+        self._failed = True
+        error.partial = self.partial()
+        return error
+
+    def _choice(
+        self,
+        index: int,
+        finish_reason: str | None,
+        part: WireDelta | WireMessage | None,
+        events: list[ChatEvent],
+        data: str | bytes,
+        positional: bool,
+    ) -> None:
+        """One choice: a stream's ``delta`` or a whole response's ``message``."""
+        if index != 0:
+            raise self._fail(ProtocolError("only n=1 is supported", data))
+        if part is not None:
+            self._apply(
+                part.reasoning_content,
+                part.content,
+                part.tool_calls,
+                events,
+                data,
+                positional=positional,
+            )
+        if finish_reason is not None:
+            self._set_finish(finish_reason, data)
+            self._close_calls(events, data)
+
+    def _set_finish(self, reason: str, data: str | bytes) -> None:
+        finish = _FINISH.get(reason)
+        if finish is None:
+            raise self._fail(ProtocolError(f"unknown finish_reason {reason!r}", data))
+        self._finish = finish
+
+    def _apply(
+        self,
+        reasoning: str | None,
+        content: str | None,
+        tool_calls: list[msgspec.Raw] | None,
+        events: list[ChatEvent],
+        data: str | bytes,
+        *,
+        positional: bool,
+    ) -> None:
+        if reasoning:
+            self._reasoning.append(reasoning)
+            self._in_reasoning = True
+            if self._timings is not None:
+                self._reasoning_tokens = self._timings.predicted_n
+            else:
+                self._reasoning_tokens += 1
+            events.append(Reasoning(reasoning))
+        if content:
+            self._content.append(content)
+            self._in_reasoning = False
+            events.append(Content(content))
+        if tool_calls:
+            self._in_reasoning = False
+            for position, raw in enumerate(tool_calls):
+                self._tool_piece(raw, position if positional else None, events, data)
+
+    def _tool_piece(
+        self, raw: msgspec.Raw, position: int | None, events: list[ChatEvent], data: str | bytes
+    ) -> None:
+        try:
+            piece = TOOL_CALL_DECODER.decode(raw)
+            keys = ENTRY_KEYS_DECODER.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise self._fail(ProtocolError(f"bad tool call entry ({exc})", data)) from None
+        calls = self._calls
+        index = piece.index if piece.index is not None else position
+        if index is None:  # seed rule: a new id means a new call
+            new = not calls or (piece.id is not None and piece.id != calls[-1].id)
+            index = len(calls) if new else len(calls) - 1
+        if index < 0 or index > len(calls):
+            raise self._fail(
+                ProtocolError(f"tool call index {index} skips ahead of {len(calls)} calls", data)
+            )
+        if index == len(calls):
+            if calls and not calls[-1].done:
+                self._close_call(len(calls) - 1, events, data)
+            calls.append(_Call())
+        call = calls[index]
+        function = piece.function
+        name = function.name if function is not None else None
+        arguments = (function.arguments if function is not None else None) or ""
+        if piece.id and call.id is None:
+            call.id = piece.id
+        if name:
+            call.name = name
+        if arguments:
+            call.arguments.append(arguments)
+        if len(keys) > len(_KNOWN_ENTRY_KEYS & keys.keys()):
+            for key, value in keys.items():
+                if key not in _KNOWN_ENTRY_KEYS:
+                    call.extra[key] = ANY_DECODER.decode(value)
+        events.append(ToolCallDelta(index, piece.id, name, arguments))
+
+    def _close_call(self, index: int, events: list[ChatEvent], data: str | bytes) -> None:
+        call = self._calls[index]
+        try:
+            built = call.build(index, data)
+        except ProtocolError as exc:
+            raise self._fail(exc) from None
+        call.done = True
+        events.append(ToolCallDone(index, built))
+
+    def _close_calls(self, events: list[ChatEvent], data: str | bytes) -> None:
+        for index, call in enumerate(self._calls):
+            if not call.done:
+                self._close_call(index, events, data)
+
+
+def _usage(wire: WireUsage) -> Usage:
+    details = wire.prompt_tokens_details
+    return Usage(
+        prompt_tokens=wire.prompt_tokens,
+        completion_tokens=wire.completion_tokens,
+        cached_tokens=details.cached_tokens if details is not None else None,
+    )
+
+
+def _server_error(error: WireError | str, data: str | bytes) -> ServerError:
+    if isinstance(error, str):
+        return ServerError(error)
+    return ServerError(error.message, error.code, error.type)

@@ -1,0 +1,256 @@
+"""The request body: ``build_body(config, request) -> bytes``. Pure; the same inputs always give
+the same bytes.
+
+Rules (each is what the chat template and the prompt cache need):
+
+- system/user/tool messages: ``{"role", "content"}`` (+ ``tool_call_id`` for tool results);
+- an assistant ``content`` of None is sent as ``""``; ``reasoning_content`` None is left out;
+  ``tool_calls`` empty is left out; each call is
+  ``{"id", "type": "function", "function": {"name", "arguments"}}`` plus its ``extra`` fields,
+  with ``arguments`` the exact string that arrived (never parsed);
+- ``tools`` is left out when empty; each tool is ``{"type": "function", "function": {...}}``;
+- always ``stream``, ``cache_prompt``, ``return_progress``, ``timings_per_token``,
+  ``reasoning_control``, ``stream_options.include_usage`` and
+  ``chat_template_kwargs.enable_thinking``; ``id_slot`` when the request pins a slot;
+- request settings override the config's defaults; ``extra`` fields override everything.
+
+Invalid requests raise ``ValueError`` naming the problem, before any network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import msgspec
+
+from .._types.config import Config
+from .._types.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSchema,
+    UserMessage,
+)
+from .._types.request import ChatRequest, LogitBias
+
+__all__ = ["build_body"]
+
+
+class _Function(msgspec.Struct, gc=False):
+    name: str
+    arguments: str
+
+
+class _ToolCall(msgspec.Struct, kw_only=True, gc=False):
+    id: str
+    type: Literal["function"] = "function"
+    function: _Function
+
+
+class _Message(msgspec.Struct, omit_defaults=True, gc=False):
+    role: str
+    content: str
+    tool_call_id: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[Any] | None = None
+
+
+class _ToolFunction(msgspec.Struct, gc=False):
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+class _Tool(msgspec.Struct, kw_only=True, gc=False):
+    type: Literal["function"] = "function"
+    function: _ToolFunction
+
+
+class _StreamOptions(msgspec.Struct, gc=False):
+    include_usage: bool = True
+
+
+class _TemplateKwargs(msgspec.Struct, gc=False):
+    enable_thinking: bool
+
+
+class _Body(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
+    model: str | None = None
+    messages: list[_Message]
+    tools: list[_Tool] | None = None
+    tool_choice: str | None = None
+    parallel_tool_calls: bool | None = None
+    id_slot: int | None = None
+    cache_prompt: bool = False  # always sent: True is not the default here
+    stream: bool = False
+    stream_options: _StreamOptions | None = None
+    return_progress: bool = False
+    timings_per_token: bool = False
+    reasoning_control: bool = False
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    seed: int | None = None
+    stop: list[str] | None = None
+    logit_bias: Any = None
+    response_format: Mapping[str, Any] | None = None
+    json_schema: Mapping[str, Any] | None = None
+    sse_ping_interval: int | None = None
+    chat_template_kwargs: _TemplateKwargs
+
+
+_ENCODER = msgspec.json.Encoder()
+_TOOL_CHOICES = ("auto", "none", "required")
+
+
+def build_body(config: Config, request: ChatRequest, *, stream: bool = True) -> bytes:
+    """The JSON body for ``POST /v1/chat/completions``."""
+    _check_request(request)
+    body = _Body(
+        model=config.model or None,
+        messages=[_message(m, i) for i, m in enumerate(request.messages)],
+        tools=[_tool(t) for t in request.tools] or None,
+        tool_choice=request.tool_choice,
+        parallel_tool_calls=request.parallel_tool_calls,
+        id_slot=request.slot,
+        cache_prompt=True,
+        stream=stream,
+        stream_options=_StreamOptions() if stream else None,
+        return_progress=stream,
+        timings_per_token=stream,
+        reasoning_control=True,
+        max_tokens=_pick(request.max_tokens, config.max_tokens),
+        temperature=_pick(request.temperature, config.temperature),
+        top_p=_pick(request.top_p, config.top_p),
+        top_k=_pick(request.top_k, config.top_k),
+        min_p=request.min_p,
+        seed=request.seed,
+        stop=list(request.stop) or None,
+        logit_bias=_logit_bias(request.logit_bias),
+        response_format=request.response_format,
+        json_schema=request.json_schema,
+        sse_ping_interval=request.sse_ping_interval,
+        chat_template_kwargs=_TemplateKwargs(enable_thinking=request.thinking),
+    )
+    if not request.extra:
+        return _ENCODER.encode(body)
+    merged = msgspec.to_builtins(body)
+    merged.update(request.extra)
+    return _ENCODER.encode(merged)
+
+
+def _pick(value: Any, default: Any) -> Any:
+    return value if value is not None else default
+
+
+def _message(message: object, position: int) -> _Message:
+    if isinstance(message, UserMessage):
+        return _Message("user", _text(message.content, position))
+    if isinstance(message, AssistantMessage):
+        content = message.content if message.content is not None else ""
+        return _Message(
+            "assistant",
+            _text(content, position),
+            reasoning_content=message.reasoning_content,
+            tool_calls=[_tool_call(c, position) for c in message.tool_calls] or None,
+        )
+    if isinstance(message, ToolMessage):
+        return _Message("tool", _text(message.content, position), tool_call_id=message.tool_call_id)
+    if isinstance(message, SystemMessage):
+        return _Message("system", _text(message.content, position))
+    raise ValueError(
+        f"messages[{position}] is a {type(message).__name__}, not a SystemMessage, "
+        "UserMessage, AssistantMessage or ToolMessage"
+    )
+
+
+def _text(content: object, position: int) -> str:
+    if not isinstance(content, str):
+        kind = type(content).__name__
+        raise ValueError(f"messages[{position}].content must be a str, not {kind}")
+    return content
+
+
+def _tool_call(call: ToolCall, position: int) -> Any:
+    if not isinstance(call.arguments, str):
+        raise ValueError(
+            f"messages[{position}]: tool call {call.id!r} arguments must be the raw JSON str"
+        )
+    wire = _ToolCall(id=call.id, function=_Function(call.name, call.arguments))
+    if not call.extra:
+        return wire
+    return {**msgspec.to_builtins(wire), **call.extra}
+
+
+def _tool(tool: object) -> _Tool:
+    if not isinstance(tool, ToolSchema):
+        raise ValueError(f"tools must hold ToolSchema values, not {type(tool).__name__}")
+    name, params = tool.name, tool.parameters
+    if not isinstance(params, Mapping) or params.get("type", "object") != "object":
+        raise ValueError(
+            f"tool {name!r}: parameters must be a JSON Schema object "
+            '({"type": "object", "properties": {...}})'
+        )
+    return _Tool(function=_ToolFunction(tool.name, tool.description, params))
+
+
+def _logit_bias(bias: LogitBias | None) -> Any:
+    # llama-server reads an int in a pair as a token id and a str as *text to tokenize*. The
+    # OpenAI form {"364": -100} means token 364, so a mapping's decimal-string key becomes the
+    # int; any other string stays text. Pairs are llama-server's own form and go as given.
+    if bias is None:
+        return None
+    if isinstance(bias, Mapping):
+        return [[_token_key(k), v] for k, v in bias.items()]
+    return [list(pair) for pair in bias]
+
+
+def _token_key(key: int | str) -> int | str:
+    if isinstance(key, str) and key.isascii() and key.isdecimal():
+        return int(key)
+    return key
+
+
+def _check_request(request: ChatRequest) -> None:
+    if not request.messages:
+        raise ValueError("the request has no messages")
+    if isinstance(request.messages, (str, bytes)):
+        raise ValueError("messages must be a sequence of messages, not a string")
+    names: set[str] = set()
+    for tool in request.tools:
+        name = getattr(tool, "name", None)
+        if not isinstance(name, str) or not name:
+            raise ValueError("every tool needs a non-empty name")
+        if name in names:
+            raise ValueError(f"two tools are named {name!r}")
+        names.add(name)
+    if request.tool_choice is not None and request.tool_choice not in _TOOL_CHOICES:
+        raise ValueError(
+            f"tool_choice must be one of {_TOOL_CHOICES}, not {request.tool_choice!r} "
+            "(llama-server silently treats a named-function tool_choice as 'auto')"
+        )
+    if request.slot is not None and request.slot < 0:
+        raise ValueError(f"slot must be >= 0, not {request.slot}")
+    if request.max_tokens is not None and request.max_tokens < -1:
+        raise ValueError(f"max_tokens must be >= -1, not {request.max_tokens}")
+    if request.thinking_budget is not None and request.thinking_budget < 0:
+        raise ValueError(f"thinking_budget must be >= 0, not {request.thinking_budget}")
+    if isinstance(request.stop, str):
+        raise ValueError("stop must be a sequence of strings, not one string")
+    _check_tool_results(request.messages)
+
+
+def _check_tool_results(messages: Sequence[object]) -> None:
+    open_calls: set[str] = set()
+    for position, message in enumerate(messages):
+        if isinstance(message, AssistantMessage):
+            open_calls.update(call.id for call in message.tool_calls)
+        elif isinstance(message, ToolMessage) and message.tool_call_id not in open_calls:
+            raise ValueError(
+                f"messages[{position}] answers tool call {message.tool_call_id!r}, "
+                "which no earlier assistant message made"
+            )

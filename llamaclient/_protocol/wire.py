@@ -1,0 +1,111 @@
+"""The server's JSON, as msgspec structs: exactly the fields we read, nothing more.
+
+Unknown fields are ignored at every level (msgspec's default), so newer servers that add keys
+keep working. Decoders are built once, here, and reused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .._types.completion import Timings
+from .._types.events import Progress
+
+__all__ = [
+    "ANY_DECODER",
+    "CHUNK_DECODER",
+    "ENTRY_KEYS_DECODER",
+    "RESPONSE_DECODER",
+    "TOOL_CALL_DECODER",
+    "WireChunk",
+    "WireDelta",
+    "WireError",
+    "WireMessage",
+    "WireResponse",
+    "WireToolCall",
+    "WireUsage",
+]
+
+
+class WireFunction(msgspec.Struct, gc=False):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class WireToolCall(msgspec.Struct, gc=False):
+    index: int | None = None
+    id: str | None = None
+    function: WireFunction | None = None
+
+
+class WireDelta(msgspec.Struct, gc=False):
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[msgspec.Raw] | None = None
+
+
+class WireChoice(msgspec.Struct, gc=False):
+    index: int = 0
+    finish_reason: str | None = None
+    delta: WireDelta | None = None
+
+
+class WirePromptDetails(msgspec.Struct, gc=False):
+    cached_tokens: int | None = None
+
+
+class WireUsage(msgspec.Struct, gc=False):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    prompt_tokens_details: WirePromptDetails | None = None
+
+
+class WireError(msgspec.Struct, gc=False):
+    message: str = ""
+    code: int | None = None
+    type: str | None = None
+
+
+class WireChunk(msgspec.Struct, gc=False):
+    """One ``chat.completion.chunk`` (or an in-band ``{"error": ...}`` payload)."""
+
+    id: str | None = None
+    model: str | None = None
+    choices: list[WireChoice] | None = None
+    timings: Timings | None = None
+    usage: WireUsage | None = None
+    prompt_progress: Progress | None = None
+    error: WireError | str | None = None
+
+
+class WireMessage(msgspec.Struct, gc=False):
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[msgspec.Raw] | None = None
+
+
+class WireResponseChoice(msgspec.Struct, gc=False):
+    index: int = 0
+    finish_reason: str | None = None
+    message: WireMessage | None = None
+
+
+class WireResponse(msgspec.Struct, gc=False):
+    """A non-streamed ``chat.completion`` body."""
+
+    id: str | None = None
+    model: str | None = None
+    choices: list[WireResponseChoice] | None = None
+    timings: Timings | None = None
+    usage: WireUsage | None = None
+    error: WireError | str | None = None
+
+
+CHUNK_DECODER = msgspec.json.Decoder(WireChunk)
+RESPONSE_DECODER = msgspec.json.Decoder(WireResponse)
+TOOL_CALL_DECODER = msgspec.json.Decoder(WireToolCall)
+# A tool-call entry's keys, values left undecoded: finds server extension fields cheaply.
+ENTRY_KEYS_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
+ANY_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder()

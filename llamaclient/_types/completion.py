@@ -1,0 +1,68 @@
+"""What a finished chat gives back: the Completion, its timings and usage."""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+from .messages import AssistantMessage, ToolCall
+
+__all__ = ["Completion", "FinishReason", "Timings", "Usage"]
+
+
+class FinishReason(enum.StrEnum):
+    """Why generation ended: the model stopped, it called tools, or a token limit hit."""
+
+    STOP = "stop"
+    TOOL_CALLS = "tool_calls"
+    LENGTH = "length"
+
+
+class Timings(msgspec.Struct, frozen=True, gc=False):
+    """The server's own timings (the latest seen). ``cache_n`` prompt tokens came from the
+    prompt cache, ``prompt_n`` were evaluated, ``predicted_n`` were generated."""
+
+    cache_n: int = 0
+    prompt_n: int = 0
+    predicted_n: int = 0
+    prompt_ms: float | None = None
+    prompt_per_second: float | None = None
+    predicted_ms: float | None = None
+    predicted_per_second: float | None = None
+
+
+class Usage(msgspec.Struct, frozen=True, gc=False):
+    """Token counts from the usage chunk; None where the server did not say."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+
+
+class Completion(msgspec.Struct, frozen=True):
+    """One finished assistant turn.
+
+    ``content``/``reasoning_content`` are None when no such text arrived. ``finish_reason`` is
+    None only on the partial completion an error carries. ``reasoning_tokens`` is how many
+    tokens the model spent thinking; ``thinking_capped`` says the thinking budget ended it.
+    """
+
+    id: str
+    model: str | None
+    content: str | None
+    reasoning_content: str | None
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: FinishReason | None
+    timings: Timings | None
+    usage: Usage
+    reasoning_tokens: int = 0
+    thinking_capped: bool = False
+
+    def message(self) -> AssistantMessage:
+        """The assistant turn to send back next time, identical to what arrived."""
+        return AssistantMessage(
+            content=self.content,
+            reasoning_content=self.reasoning_content,
+            tool_calls=self.tool_calls,
+        )

@@ -1,0 +1,157 @@
+"""Every error llamaclient raises, in one tree.
+
+::
+
+    InferError                    base; ``partial`` is the Completion so far (or None)
+    ├── BusyError                 the pinned slot is busy and the request asked not to wait
+    ├── ConnectError              the server could not be reached (after the allowed retries)
+    ├── WaitTimeoutError          no response headers within ``wait_timeout`` (queued, asleep, ...)
+    ├── LoadTimeoutError          the model was still loading after ``load_timeout``
+    ├── StalledError              the stream sent no bytes at all for ``stall_timeout``
+    ├── StreamClosedEarlyError    the body ended before a finish reason arrived
+    ├── ThinkingOverrunError      reasoning went on past the thinking budget plus its grace
+    ├── HTTPStatusError           a non-2xx answer (``status``, ``body``)
+    │   └── ContextOverflowError  the prompt does not fit the slot (``n_prompt_tokens``, ``n_ctx``)
+    ├── ServerError               an in-band ``{"error": ...}`` event inside a 200 stream
+    └── ProtocolError             bytes that are not what llama-server sends (``raw``)
+
+Nothing that was generated is lost: whenever any output had arrived, ``partial`` holds it, with
+``finish_reason`` None. Errors never include the API key.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .completion import Completion
+
+__all__ = [
+    "BusyError",
+    "ConnectError",
+    "ContextOverflowError",
+    "HTTPStatusError",
+    "InferError",
+    "LoadTimeoutError",
+    "ProtocolError",
+    "ServerError",
+    "StalledError",
+    "StreamClosedEarlyError",
+    "ThinkingOverrunError",
+    "WaitTimeoutError",
+]
+
+
+class InferError(Exception):
+    """Base of every llamaclient error.
+
+    ``partial`` is the Completion assembled so far when any chunk had arrived, else None.
+    """
+
+    partial: Completion | None
+
+    def __init__(self, message: str, *, partial: Completion | None = None) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+class BusyError(InferError):
+    """The pinned slot is busy (seen in ``GET /slots``) and the request asked not to wait."""
+
+
+class ConnectError(InferError):
+    """The server could not be reached: connection refused, reset or timed out."""
+
+
+class WaitTimeoutError(InferError):
+    """No response headers arrived within ``wait_timeout``.
+
+    llama-server sends nothing at all while a request is queued, deferred behind a busy slot,
+    or while the model wakes from sleep, so this is the only signal of a long wait.
+    """
+
+
+class LoadTimeoutError(InferError):
+    """The server kept answering 503 ``Loading model`` for longer than ``load_timeout``."""
+
+
+class StalledError(InferError):
+    """Once streaming, no bytes at all (not even a ``:`` ping) arrived for ``stall_timeout``."""
+
+
+class StreamClosedEarlyError(InferError):
+    """The response body ended before a finish reason arrived (connection cut, server died)."""
+
+
+class ThinkingOverrunError(InferError):
+    """Reasoning went on past the thinking budget plus its grace allowance, so the client
+    stopped the stream. ``partial`` holds the reasoning so far."""
+
+
+class HTTPStatusError(InferError):
+    """The server answered with a non-2xx status. ``body`` is the response text.
+
+    llama-server returns many plain input errors as 500, so a status alone never means
+    "retry"; see the client's retry rules.
+    """
+
+    status: int
+    body: str
+
+    def __init__(self, status: int, body: str, *, partial: Completion | None = None) -> None:
+        super().__init__(f"HTTP {status}: {_clip(body)}", partial=partial)
+        self.status = status
+        self.body = body
+
+
+class ContextOverflowError(HTTPStatusError):
+    """The prompt does not fit the slot's context (``exceed_context_size_error``)."""
+
+    n_prompt_tokens: int
+    n_ctx: int
+
+    def __init__(self, status: int, body: str, n_prompt_tokens: int, n_ctx: int) -> None:
+        super().__init__(status, body)
+        self.n_prompt_tokens = n_prompt_tokens
+        self.n_ctx = n_ctx
+
+
+class ServerError(InferError):
+    """The server reported an error inside a 200 stream (``data: {"error": ...}``).
+
+    ``message``, ``code`` and ``type`` are the server's; ``partial`` holds what was generated.
+    """
+
+    message: str
+    code: int | None
+    type: str | None
+
+    def __init__(
+        self,
+        message: str,
+        code: int | None = None,
+        type: str | None = None,
+        *,
+        partial: Completion | None = None,
+    ) -> None:
+        super().__init__(f"server error {code}: {message}", partial=partial)
+        self.message = message
+        self.code = code
+        self.type = type
+
+
+class ProtocolError(InferError):
+    """Input that is not what the protocol allows. ``raw`` is the offending text."""
+
+    raw: str
+
+    def __init__(
+        self, message: str, raw: str | bytes = "", *, partial: Completion | None = None
+    ) -> None:
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        super().__init__(f"{message}: {_clip(text)!r}" if text else message, partial=partial)
+        self.raw = text
+
+
+def _clip(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"

@@ -1,0 +1,131 @@
+"""The events a chat stream yields, in the order they happen.
+
+``ChatEvent`` is their union; ``match`` on the classes::
+
+    match event:
+        case Content(text):        ...  # answer text, append it
+        case Reasoning(text):      ...  # thinking text
+        case ToolCallDelta():      ...  # a raw piece of a tool call (id/name on the first piece)
+        case ToolCallDone(i, call):...  # tool call i is complete: run it now
+        case ArgumentDelta():      ...  # decoded text of one argument field, as it streams
+        case Progress(total, cache, processed): ...  # prompt processing
+        case Queued(ahead):        ...  # waiting behind `ahead` requests of this client
+        case Waiting(slot_busy):   ...  # model loading (False) or pinned slot busy (True)
+        case Retrying(attempt, after_ms, error): ...  # a safe retry, before any output
+        case ThinkingCapped(tokens): ...  # the thinking budget ended the reasoning
+
+Events are frozen: never filled in later.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from .messages import ToolCall
+
+__all__ = [
+    "ArgumentDelta",
+    "ChatEvent",
+    "Content",
+    "Progress",
+    "Queued",
+    "Reasoning",
+    "Retrying",
+    "ThinkingCapped",
+    "ToolCallDelta",
+    "ToolCallDone",
+    "Waiting",
+]
+
+
+class Queued(msgspec.Struct, frozen=True, gc=False):
+    """This client holds ``ahead`` earlier requests for the same slot; we wait our turn."""
+
+    ahead: int
+
+
+class Waiting(msgspec.Struct, frozen=True, gc=False):
+    """The server cannot start us yet: the pinned slot is busy (``slot_busy=True``, another
+    client uses it) or the model is loading (``slot_busy=False``)."""
+
+    slot_busy: bool
+
+
+class Progress(msgspec.Struct, frozen=True, gc=False):
+    """Prompt processing: ``processed`` of ``total`` prompt tokens are in the slot, ``cache``
+    of them reused from the prompt cache. ``processed == total`` means generation starts."""
+
+    total: int
+    cache: int
+    processed: int
+    time_ms: float | None = None
+
+
+class Reasoning(msgspec.Struct, frozen=True, gc=False):
+    """A piece of the model's thinking (``reasoning_content``)."""
+
+    text: str
+
+
+class Content(msgspec.Struct, frozen=True, gc=False):
+    """A piece of the answer text."""
+
+    text: str
+
+
+class ToolCallDelta(msgspec.Struct, frozen=True, gc=False):
+    """A raw piece of tool call ``index``: ``id``/``name`` as that piece carried them (None on
+    later pieces) and that piece's ``arguments`` text (``""`` if none)."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+class ToolCallDone(msgspec.Struct, frozen=True):
+    """Tool call ``index`` is complete and final: the server has moved on to the next call, or
+    the finish reason arrived. An agent can start running it while the model writes the next."""
+
+    index: int
+    call: ToolCall
+
+
+class ArgumentDelta(msgspec.Struct, frozen=True, gc=False):
+    """Decoded text of the string field ``field`` of tool call ``index`` (tool ``name``) as it
+    streams: escapes resolved. ``done`` marks the field's last piece (``text`` may be "")."""
+
+    index: int
+    name: str
+    field: str
+    text: str
+    done: bool = False
+
+
+class ThinkingCapped(msgspec.Struct, frozen=True, gc=False):
+    """The thinking budget ran out after ``tokens`` reasoning tokens; the client asked the
+    server to end the reasoning. The answer follows."""
+
+    tokens: int
+
+
+class Retrying(msgspec.Struct, frozen=True, gc=False):
+    """Attempt ``attempt`` failed before any output (``error``); retrying in ``after_ms``."""
+
+    attempt: int
+    after_ms: int
+    error: str
+
+
+ChatEvent = (
+    Queued
+    | Waiting
+    | Progress
+    | Reasoning
+    | Content
+    | ToolCallDelta
+    | ToolCallDone
+    | ArgumentDelta
+    | ThinkingCapped
+    | Retrying
+)

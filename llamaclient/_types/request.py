@@ -1,0 +1,61 @@
+"""A chat request: the messages, the tools, and the per-request settings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import msgspec
+
+from .messages import ChatMessage, ToolSchema
+
+__all__ = ["ChatRequest", "LogitBias", "ToolChoice"]
+
+ToolChoice = Literal["auto", "none", "required"]
+LogitBias = (
+    Mapping[int, float]
+    | Mapping[str, float]
+    | Mapping[int | str, float]
+    | Sequence[tuple[int | str, float]]
+)
+
+
+class ChatRequest(msgspec.Struct, frozen=True):
+    """One chat request.
+
+    Settings left None fall back to the ``Config`` defaults, then to the server's own.
+
+    - ``slot``: pin the server slot (``id_slot``) so this agent's prompt cache stays warm.
+      Requests of one client for the same slot are served one at a time, in order.
+    - ``thinking``: ask the template to think (``chat_template_kwargs.enable_thinking``).
+    - ``thinking_budget``: cap reasoning at this many tokens (overrides ``Config``); 0 turns
+      off the cap the config sets.
+    - ``wait``: when the pinned slot is busy elsewhere, wait (default) or raise ``BusyError``.
+    - ``logit_bias``: token id or text → bias. As a mapping (the OpenAI form) an ``int`` key or
+      a decimal-string key (``{"364": -100}``) is that token id; any other string key is text,
+      which llama-server tokenizes and biases token by token. As ``(key, bias)`` pairs the keys
+      go to llama-server as given: an ``int`` is a token id, a ``str`` is always text.
+    - ``json_schema``/``response_format``: constrain the answer.
+    - ``extra``: more body fields for server options not modelled here; they override ours.
+    """
+
+    messages: Sequence[ChatMessage]
+    tools: Sequence[ToolSchema] = ()
+    slot: int | None = None
+    thinking: bool = False
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    seed: int | None = None
+    stop: Sequence[str] = ()
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    logit_bias: LogitBias | None = None
+    response_format: Mapping[str, Any] | None = None
+    json_schema: Mapping[str, Any] | None = None
+    thinking_budget: int | None = None
+    sse_ping_interval: int | None = None
+    wait: bool = True
+    extra: Mapping[str, Any] = msgspec.field(default_factory=dict)

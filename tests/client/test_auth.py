@@ -1,0 +1,157 @@
+"""The API key goes only as ``Authorization: Bearer <key>``, on every request the client makes,
+and never shows in ``repr(client)`` or in any error (message, repr, traceback, cause chain).
+"""
+
+from __future__ import annotations
+
+import traceback
+
+import httpx
+import pytest
+import respx
+
+from llamaclient import (
+    BusyError,
+    Client,
+    Config,
+    ConnectError,
+    Content,
+    HTTPStatusError,
+    InferError,
+    LoadTimeoutError,
+    ServerError,
+    StalledError,
+    StreamClosedEarlyError,
+    WaitTimeoutError,
+)
+from tests.conftest import CHAT, CONTROL, ClientFactory, TransportName, drain, make_config, user
+from tests.support.faultserver import (
+    Close,
+    FaultServer,
+    Hold,
+    Json,
+    Request,
+    Script,
+    chat_chunks,
+    error_body,
+    error_event,
+    refused_url,
+    stream,
+)
+
+pytestmark = pytest.mark.asyncio
+
+KEY = "sk-SECRET-0123456789abcdef"
+LOADING = {"error": {"message": "Loading model", "type": "unavailable_error", "code": 503}}
+
+
+def assert_key_only_as_bearer(request: Request) -> None:
+    assert request.headers.get_list("Authorization") == [f"Bearer {KEY}"], request.headers
+    for name, value in request.headers.raw():
+        if name.lower() != "authorization":
+            assert KEY not in value, name
+    assert KEY.encode() not in request.body
+    assert KEY not in request.target
+
+
+async def test_every_request_carries_the_key_as_bearer_only(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    server.route("GET", "/slots", [Json(200, [{"id": 0, "is_processing": False}])])
+    server.route("GET", "/health", [Json(200, {"status": "ok"})])
+    server.route("POST", CHAT, [Json(503, LOADING)],
+                 stream(chat_chunks(["A"], reasoning=["r1", "r2"])))
+    server.route("POST", CONTROL, [Json(200, {"success": True})])
+    client = make_client(api_key=KEY, thinking_budget=1)
+    events, error = await drain(client.chat(user(slot=0, thinking=True)))
+    assert error is None
+    assert events[-1] == Content("A")
+    assert await client.health() == {"status": "ok"}
+    paths = [r.path for r in server.requests]
+    assert {"/slots", "/health", CHAT, CONTROL} <= set(paths)
+    for request in server.requests:
+        assert_key_only_as_bearer(request)
+
+
+async def test_no_key_no_authorization_header(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    server.route("POST", CHAT, stream(chat_chunks(["A"])))
+    await drain(make_client().chat(user()))
+    [request] = server.requests
+    assert "Authorization" not in request.headers
+    assert "X-Api-Key" not in request.headers
+
+
+async def test_key_is_not_in_the_client_repr(make_client: ClientFactory) -> None:
+    client = make_client(api_key=KEY)
+    assert KEY not in repr(client)
+    assert KEY not in str(client)
+    assert KEY not in repr(client.config)
+
+
+def assert_key_not_in(error: BaseException) -> None:
+    assert isinstance(error, InferError), error
+    text = "".join(traceback.format_exception(error)) + repr(error) + str(error)
+    text += repr(error.partial)
+    assert KEY not in text
+
+
+@pytest.mark.parametrize(
+    ("expected", "setup"),
+    [
+        (HTTPStatusError, "401"),
+        (WaitTimeoutError, "hold"),
+        (StalledError, "stall"),
+        (StreamClosedEarlyError, "cut"),
+        (ServerError, "in-band"),
+        (LoadTimeoutError, "loading"),
+        (BusyError, "busy"),
+    ],
+)
+async def test_key_is_not_in_any_error(
+    server: FaultServer, make_client: ClientFactory, expected: type[InferError], setup: str
+) -> None:
+    head = chat_chunks(["Hel"], finish_reason=None, done=False)
+    scripts: dict[str, Script] = {
+        "401": [Json(401, error_body(401, "Invalid API Key"))],
+        "hold": [Hold()],
+        "stall": [*stream(head, end=False), Hold()],
+        "cut": [*stream(head, end=False), Close()],
+        "in-band": stream([*head, error_event("Compute error.")]),
+        "loading": [Json(503, LOADING)],
+        "busy": stream(chat_chunks(["never sent"])),
+    }
+    server.route("POST", CHAT, scripts[setup])
+    server.route("GET", "/health", [Json(503, LOADING)])
+    server.route("GET", "/slots", [Json(200, [{"id": 0, "is_processing": True}])])
+    client = make_client(api_key=KEY, wait_timeout=0.3, stall_timeout=0.3, load_timeout=0.2)
+    request = user(slot=0, wait=False) if setup == "busy" else user()
+    _, error = await drain(client.chat(request))
+    assert isinstance(error, expected)
+    assert_key_not_in(error)
+
+
+async def test_key_is_not_in_a_connect_error(transport: TransportName) -> None:
+    async with Client(make_config(refused_url(), transport, api_key=KEY, max_retries=1)) as c:
+        events, error = await drain(c.chat(user()))
+    assert isinstance(error, ConnectError)
+    assert_key_not_in(error)
+    assert all(KEY not in repr(event) for event in events)
+
+
+async def test_key_as_bearer_over_your_own_httpx_client() -> None:
+    base = "http://llama.test"
+    async with respx.mock(base_url=base) as router, httpx.AsyncClient() as http:
+        route = router.post(CHAT).respond(
+            200, headers={"Content-Type": "text/event-stream"},
+            content=b"".join(chat_chunks(["A"])),
+        )
+        async with Client(Config(base, api_key=KEY), http_client=http) as client:
+            assert KEY not in repr(client)
+            completion = await client.complete(user())
+        assert completion.content == "A"
+        [call] = route.calls
+        assert call.request.headers.get_list("authorization") == [f"Bearer {KEY}"]
+        assert KEY.encode() not in call.request.content
+        assert KEY not in str(call.request.url)

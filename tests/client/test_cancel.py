@@ -1,0 +1,235 @@
+"""Stopping early closes the connection (the server sees the disconnect, so llama-server frees
+the slot), and nothing is left behind: no task, connection or file descriptor.
+
+Fault server, both transports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+from collections.abc import Callable
+
+import pytest
+
+from llamaclient import ChatEvent, Client, Content
+from tests.conftest import CHAT, ClientFactory, TransportName, make_config, user
+from tests.support.faultserver import FaultServer, Hold, Request, Script, chat_chunks, stream
+
+pytestmark = pytest.mark.asyncio
+
+HEAD = chat_chunks(["Hel"], finish_reason=None, done=False)
+ENDLESS: Script = [*stream(HEAD, end=False), Hold()]  # one event, then nothing until we leave
+
+
+async def test_break_inside_async_with_closes_the_connection(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    server.route("POST", CHAT, ENDLESS)
+    events: list[ChatEvent] = []
+    async with make_client().chat(user()) as stream_:
+        async for event in stream_:
+            events.append(event)
+            break
+    assert events == [Content("Hel")]
+    disconnect = await server.wait_disconnect(timeout=1.0)
+    assert disconnect.request.path == CHAT
+
+
+async def test_break_without_async_with_closes_the_connection(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    # The dropped stream's generator is finalized by asyncio's async-generator hooks as soon
+    # as it is unreachable; that must not wait for a garbage-collector pass.
+    server.route("POST", CHAT, ENDLESS)
+    client = make_client()
+    events: list[ChatEvent] = []
+    gc.collect()
+    gc.disable()
+    try:
+        async for event in client.chat(user()):
+            events.append(event)
+            break
+        disconnect = await server.wait_disconnect(timeout=1.0)
+    finally:
+        gc.enable()
+        gc.collect()
+    assert events == [Content("Hel")]
+    assert disconnect.request.path == CHAT
+
+
+async def test_aclose_closes_the_connection(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    server.route("POST", CHAT, ENDLESS)
+    stream_ = make_client().chat(user())
+    assert await anext(stream_) == Content("Hel")
+    await stream_.aclose()
+    disconnect = await server.wait_disconnect(timeout=1.0)
+    assert disconnect.request.path == CHAT
+    with pytest.raises(RuntimeError):
+        stream_.completion  # noqa: B018
+
+
+async def test_cancelling_the_task_closes_the_connection(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    server.route("POST", CHAT, ENDLESS)
+    client = make_client()
+    first = asyncio.Event()
+
+    async def consume() -> None:
+        async for _ in client.chat(user()):  # no async with: cancellation alone must close
+            first.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first.wait(), 2.0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    disconnect = await server.wait_disconnect(timeout=1.0)
+    assert disconnect.request.path == CHAT
+
+
+async def test_cancelling_while_waiting_for_headers_closes_the_connection(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    server.route("POST", CHAT, [Hold()])  # queued: no headers
+    client = make_client()
+
+    async def consume() -> None:
+        async for _ in client.chat(user()):
+            pass
+
+    task = asyncio.create_task(consume())
+    await server.wait_requests(1, timeout=2.0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    disconnect = await server.wait_disconnect(timeout=1.0)
+    assert disconnect.request.path == CHAT
+
+
+async def test_collect_cancelled_closes_the_connection(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    server.route("POST", CHAT, ENDLESS)
+    client = make_client()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(client.complete(user()), 0.3)
+    disconnect = await server.wait_disconnect(timeout=1.0)
+    assert disconnect.request.path == CHAT
+
+
+# -- nothing left behind ----------------------------------------------------------------------
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def settle(predicate: Callable[[], bool]) -> None:
+    """Give the loop up to 2 s for ``predicate`` to hold (the caller asserts it after)."""
+    for _ in range(200):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_a_thousand_streams_half_broken_off_leave_nothing_behind(
+    transport: TransportName,
+) -> None:
+    def handler(request: Request) -> Script:
+        text = request.json()["messages"][0]["content"]
+        if text.startswith("break"):
+            return [*stream(chat_chunks([text], finish_reason=None, done=False), end=False),
+                    Hold()]
+        return stream(chat_chunks([text, "!"]))
+
+    total, concurrency = 1000, 20
+    # The server drops idle keep-alive connections after 0.5 s, so once the streams are over
+    # every connection still open would be one a stream left behind.
+    async with FaultServer(idle_timeout=0.5) as server:
+        server.route("POST", CHAT, handler)
+        gc.collect()
+        tasks_before = len(asyncio.all_tasks())
+        fds_before = open_fds()
+        client = Client(make_config(server.url, transport))
+
+        async def one(i: int) -> None:
+            text = f"break {i}" if i % 2 else f"full {i}"
+            style = (i // 2) % 3
+            if not i % 2:
+                stream_ = client.chat(user(text))
+                events = [event async for event in stream_]
+                assert events == [Content(text), Content("!")]
+                assert stream_.completion.content == text + "!"
+            elif style == 0:  # break out of async with
+                async with client.chat(user(text)) as stream_:
+                    async for event in stream_:
+                        assert event == Content(text)
+                        break
+            elif style == 1:  # aclose
+                stream_ = client.chat(user(text))
+                assert await anext(stream_) == Content(text)
+                await stream_.aclose()
+            else:  # cancel the consuming task
+                got = asyncio.Event()
+
+                async def consume() -> None:
+                    async for _ in client.chat(user(text)):
+                        got.set()
+
+                task = asyncio.create_task(consume())
+                await asyncio.wait_for(got.wait(), 5.0)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+
+        limit = asyncio.Semaphore(concurrency)
+
+        async def limited(i: int) -> None:
+            async with limit:
+                await one(i)
+
+        try:
+            await asyncio.gather(*(limited(i) for i in range(total)))
+            assert len(server.requests) == total
+            await server.wait_for(lambda: len(server.disconnects) == total // 2, timeout=5.0)
+            # Every connection a stream used is closed (or idle, and dropped by the server).
+            await server.wait_closed_connections(timeout=3.0)
+            await settle(lambda: len(asyncio.all_tasks()) == tasks_before)
+            assert len(asyncio.all_tasks()) == tasks_before, asyncio.all_tasks()
+        finally:
+            await client.aclose()
+        await server.wait_closed_connections(timeout=5.0)
+        gc.collect()
+        await settle(lambda: open_fds() == fds_before)
+        assert open_fds() == fds_before
+        assert len(asyncio.all_tasks()) == tasks_before, asyncio.all_tasks()
+
+
+async def test_aclose_from_another_task_stops_the_stream_at_once(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    """A "stop" button: another task calls aclose() while this one iterates. The connection
+    closes at once (the server sees it) and the iterating loop ends quietly."""
+    server.route("POST", CHAT, stream(chat_chunks([f"t{i} " for i in range(400)]), delay=0.01))
+    chat = make_client().chat(user())
+    seen = 0
+    started = asyncio.Event()
+
+    async def consume() -> None:
+        nonlocal seen
+        async for _ in chat:
+            seen += 1
+            if seen == 3:
+                started.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(chat.aclose(), 2)
+    await asyncio.wait_for(server.wait_disconnect(timeout=2), 3)
+    await asyncio.wait_for(task, 2)  # ended, without an error
+    assert 3 <= seen < 400
+    with pytest.raises(RuntimeError, match="not finished"):
+        _ = chat.completion
