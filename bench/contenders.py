@@ -1,6 +1,6 @@
 """The clients under test, each behind the same small interface.
 
-- ``ours (aiohttp)``, ``ours (httpx)``, ``ours (asyncio)``: ``llamaclient.Client.chat()``,
+- ``ours (httpx)``, ``ours (asyncio)``: ``llamaclient.Client.chat()``,
   every event and the final ``Completion``; ``ours+live`` also decodes the tool arguments
   field by field.
 - ``openai raw``: ``AsyncOpenAI.chat.completions.create(stream=True)``, raw chunks.
@@ -444,13 +444,8 @@ class OursLive(Ours):
     live = True
 
 
-class OursAiohttp(Ours):
-    transport = "aiohttp"
-
-
 CONTENDERS: dict[str, type[Contender]] = {
     "ours (asyncio)": Ours,
-    "ours (aiohttp)": OursAiohttp,
     "ours (httpx)": OursHttpx,
     "openai raw": OpenAIRaw,
     "openai helper": OpenAIHelper,

@@ -79,23 +79,19 @@ class Client:
         kind = config.transport
         https = self._base.lower().startswith("https:")
         if kind == "auto":
-            kind = "aiohttp" if https else "asyncio"
+            kind = "httpx" if https else "asyncio"
         elif kind == "asyncio" and https and transport is None and http_client is None:
-            raise ValueError('transport "asyncio" speaks http:// only: use "aiohttp" or "httpx"')
+            raise ValueError('transport "asyncio" speaks http:// only: use "httpx"')
         if transport is not None:
             self._transport: Transport = transport
         elif http_client is not None or kind == "httpx":
             from ._transports.httpx import HttpxTransport
 
             self._transport = HttpxTransport(http_client, config.connect_timeout)
-        elif kind == "asyncio":
+        else:
             from ._transports.native import AsyncioTransport
 
             self._transport = AsyncioTransport(config.connect_timeout)
-        else:
-            from ._transports.aiohttp import AiohttpTransport
-
-            self._transport = AiohttpTransport(config.connect_timeout)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if config.api_key is not None and not _printable_ascii(config.api_key):
             # Checked here so no HTTP stack ever puts the key into an error message.

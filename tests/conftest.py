@@ -1,6 +1,6 @@
 """Shared fixtures and helpers for the client tests (``tests/test_client_*.py``).
 
-- ``transport``: every fault-server test runs once per transport, ``"aiohttp"`` and ``"httpx"``.
+- ``transport``: every fault-server test runs once per transport, ``"asyncio"`` and ``"httpx"``.
 - ``server``: a fresh :class:`~tests.support.faultserver.FaultServer` on loopback.
 - ``make_client``: builds ``Client`` objects for ``server`` over ``transport`` with small
   timeouts and fast backoff; on teardown every client is closed and the server must see all
@@ -18,8 +18,8 @@ import pytest_asyncio
 from llamaclient import ChatEvent, ChatRequest, ChatStream, Client, Config, UserMessage
 from tests.support.faultserver import FaultServer
 
-TransportName = Literal["asyncio", "aiohttp", "httpx"]
-TRANSPORTS: tuple[TransportName, ...] = ("asyncio", "aiohttp", "httpx")
+TransportName = Literal["asyncio", "httpx"]
+TRANSPORTS: tuple[TransportName, ...] = ("asyncio", "httpx")
 CHAT = "/v1/chat/completions"
 CONTROL = "/v1/chat/completions/control"
 

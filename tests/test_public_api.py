@@ -52,7 +52,7 @@ def test_transport_choice_follows_the_url() -> None:
         return type(client._transport).__name__
 
     assert kind("http://127.0.0.1:1") == "AsyncioTransport"
-    assert kind("HTTPS://example.invalid") == "AiohttpTransport"
+    assert kind("HTTPS://example.invalid") == "HttpxTransport"
     assert kind("http://127.0.0.1:1", "httpx") == "HttpxTransport"
     with pytest.raises(ValueError, match="http:// only"):
         kind("https://example.invalid", "asyncio")

@@ -64,7 +64,13 @@ class HttpxTransport:
         )
 
     async def send(
-        self, method: str, url: str, headers: Mapping[str, str], body: bytes | None
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        *,
+        read_timeout: float | None = None,
     ) -> Response:
         request = self._client.build_request(method, url, headers=headers, content=body)
         try:

@@ -529,7 +529,7 @@ class AsyncioTransport:
         if parts.scheme != "http":
             raise ValueError(
                 f"the asyncio transport speaks plain http:// only, not {parts.scheme}://"
-                f" ({url!r}); use transport 'aiohttp' or 'httpx'"
+                f" ({url!r}); use transport 'httpx'"
             )
         host = parts.hostname
         if not host:
@@ -545,7 +545,13 @@ class AsyncioTransport:
         return target
 
     async def send(
-        self, method: str, url: str, headers: Mapping[str, str], body: bytes | None
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        *,
+        read_timeout: float | None = None,
     ) -> Response:
         """Send one request; return once the status line and headers are in."""
         key, path, netloc = self._target(url)

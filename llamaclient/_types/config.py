@@ -24,9 +24,9 @@ class Config(msgspec.Struct, frozen=True):
     - ``retry_backoff``/``retry_max_backoff``: exponential backoff base and cap, with jitter.
     - ``thinking_budget``: reasoning tokens before the client ends the reasoning (None: no cap);
       ``thinking_grace``: tokens allowed past it before ``ThinkingOverrunError``.
-    - ``transport``: ``"auto"`` (the default: ``"asyncio"`` for ``http://``, ``"aiohttp"`` for
+    - ``transport``: ``"auto"`` (the default: ``"asyncio"`` for ``http://``, ``"httpx"`` for
       ``https://``), ``"asyncio"`` (our own HTTP/1.1 on asyncio protocols, the cheapest per
-      read; ``http://`` only), ``"aiohttp"``, or ``"httpx"`` (httpx's own transport).
+      read; ``http://`` only), or ``"httpx"`` (httpx's own transport).
 
     The API key is sent only to ``base_url`` and never appears in a repr.
     """
@@ -47,7 +47,7 @@ class Config(msgspec.Struct, frozen=True):
     retry_max_backoff: float = 8.0
     thinking_budget: int | None = None
     thinking_grace: int = 256
-    transport: Literal["auto", "asyncio", "aiohttp", "httpx"] = "auto"
+    transport: Literal["auto", "asyncio", "httpx"] = "auto"
 
     def __rich_repr__(self) -> list[tuple[str, object]]:
         return [(name, _shown(self, name)) for name in self.__struct_fields__]

@@ -14,7 +14,7 @@ from tests.support.faultserver import FaultServer, chat_chunks, stream
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", ["asyncio", "aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["asyncio", "httpx"])
 async def test_slow_consumer_leaves_the_loop_to_other_tasks(transport: str) -> None:
     texts = [f"t{i} " for i in range(200)]
     ticks = 0

@@ -42,8 +42,8 @@ __all__ = [
     "text_of",
 ]
 
-TransportName = Literal["asyncio", "aiohttp", "httpx"]
-TRANSPORTS: tuple[TransportName, ...] = ("asyncio", "aiohttp", "httpx")
+TransportName = Literal["asyncio", "httpx"]
+TRANSPORTS: tuple[TransportName, ...] = ("asyncio", "httpx")
 ID_RE = re.compile(r"^chatcmpl-[0-9A-Za-z]{32}$")
 CALL_ID_RE = re.compile(r"^[0-9A-Za-z]{32}$")
 
@@ -83,7 +83,7 @@ def script_request(
     return ChatRequest(list(messages or [UserMessage("hi")]), **request)
 
 
-def live_config(base_url: str, transport: TransportName = "aiohttp", **overrides: Any) -> Config:
+def live_config(base_url: str, transport: TransportName = "asyncio", **overrides: Any) -> Config:
     """A Config for a live server that fails fast instead of hanging the suite."""
     fields: dict[str, Any] = {
         "transport": transport,

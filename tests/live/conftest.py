@@ -73,7 +73,7 @@ def base_url(live_server: LlamaServer) -> str:
 
 @pytest.fixture(params=TRANSPORTS)
 def live_transport(request: pytest.FixtureRequest) -> TransportName:
-    """Each test that uses it runs once per transport: ``"aiohttp"`` and ``"httpx"``."""
+    """Each test that uses it runs once per transport: ``"asyncio"`` and ``"httpx"``."""
     name: TransportName = request.param
     return name
 
