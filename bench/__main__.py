@@ -1,8 +1,8 @@
 """``python -m bench [--quick|--smoke] [--only SCENARIO[,SCENARIO]] [--repeats N] [--output PATH]``.
 
 Runs the scenarios against a fake llama-server (2 worker processes), prints one table and the
-pass/fail lines of the targets, and writes them to ``docs/benchmarks.md`` when every scenario
-ran without ``--quick``/``--smoke`` (or to ``--output`` when given).
+pass/fail lines of the targets, and writes them to ``docs/benchmarks.md`` unless ``--only`` or
+``--smoke`` is given (or to ``--output`` when given).
 
 Quick check that everything runs (about a minute, numbers meaningless, writes nothing):
 ``python -m bench --smoke``; one scenario only: ``python -m bench --smoke --only paced1k``.
