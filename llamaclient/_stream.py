@@ -23,7 +23,13 @@ from ._protocol.assembler import Assembler
 from ._protocol.sse import SSEDecoder
 from ._transports.base import Response, TransportError
 from ._types.completion import Completion
-from ._types.errors import InferError, ProtocolError, StalledError, StreamClosedEarlyError
+from ._types.errors import (
+    InferError,
+    ProtocolError,
+    ResumeError,
+    StalledError,
+    StreamClosedEarlyError,
+)
 from ._types.events import ChatEvent, Resuming
 from ._types.request import ChatRequest
 
@@ -216,8 +222,10 @@ async def _run(
 def _resumable(shared: _Shared, error: TransportError) -> Resumer | None:
     """The resumer, when a broken stream should be picked up rather than ended."""
     resumer = shared.resumer
-    if resumer is None or shared.stopped or shared.asm.is_finished:
+    if resumer is None or shared.stopped:
         return None
+    if shared.asm.is_finished and error.kind == "stall":
+        return None  # silence after the finish reason: the answer is whole, take it now
     return resumer if resumer.can_resume(error) else None
 
 
@@ -262,7 +270,10 @@ async def _respond(
     an event stream is read whole into ``shared.completion``."""
     response: Response | None = None
     if body is None and shared.resumer is not None:  # reattach: the server has the turn
-        response = shared.response = await shared.resumer.reconnect(shared.offset)
+        try:
+            response = shared.response = await shared.resumer.reconnect(shared.offset)
+        except ResumeUnsupported:
+            raise ResumeError("this server has no resumable streams") from None
     else:
         async for item in policies.open(request, body or b"", ticket, shared.resumer):
             if isinstance(item, list):

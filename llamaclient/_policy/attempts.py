@@ -22,11 +22,13 @@ from .._types.errors import (
     ConnectError,
     LoadTimeoutError,
     ProtocolError,
+    ResumeError,
     StreamClosedEarlyError,
     WaitTimeoutError,
 )
-from .._types.events import ChatEvent, Retrying, Waiting
+from .._types.events import ChatEvent, Resuming, Retrying, Waiting
 from .endpoint import Endpoint
+from .resume import Resumer, ResumeUnsupported
 
 __all__ = ["CHAT_PATH", "LoadingWait", "attempts"]
 
@@ -77,10 +79,15 @@ class _Failed(NamedTuple):
     error: str = ""
     retry_after: float | None = None
     location: str | None = None
+    unanswered: TransportError | None = None  # reached the server, then no status line
+    reached: bool = False  # the server may have read the request
 
 
 async def attempts(
-    endpoint: Endpoint, body: bytes, headers: Mapping[str, str] | None = None
+    endpoint: Endpoint,
+    body: bytes,
+    headers: Mapping[str, str] | None = None,
+    resumer: Resumer | None = None,
 ) -> AsyncIterator[list[ChatEvent] | Response]:
     """Yield waiting events, then the streaming Response (status < 300)."""
     config = endpoint.config
@@ -88,6 +95,11 @@ async def attempts(
     loading = LoadingWait(endpoint)
     while True:
         outcome = await _try_once(endpoint, config, body, headers)
+        if isinstance(outcome, _Failed) and outcome.unanswered is not None:
+            error = outcome.unanswered
+            outcome = await _unanswered(error, resumer)
+            if resumer is not None and not isinstance(outcome, _Failed):
+                yield [Resuming(resumer.attempt, 0, f"{error}")]
         if not isinstance(outcome, _Failed):
             yield outcome
             return
@@ -100,7 +112,7 @@ async def attempts(
         if status is not None and (status not in RETRYABLE_STATUS or attempt >= config.max_retries):
             raise status_error(status, outcome.data, outcome.location)
         if attempt >= config.max_retries:
-            raise ConnectError(outcome.error)
+            raise (StreamClosedEarlyError if outcome.reached else ConnectError)(outcome.error)
         attempt += 1
         delay = backoff_seconds(
             attempt, config.retry_backoff, config.retry_max_backoff, outcome.retry_after
@@ -126,7 +138,11 @@ async def _try_once(
     except TimeoutError:
         raise WaitTimeoutError(f"no response headers within {config.wait_timeout} s") from None
     except TransportError as exc:
-        return _unanswered(exc)
+        if exc.kind == "connect":  # nothing reached the server: safe to try again
+            return _Failed(None, error=f"{exc}")
+        if exc.kind == "protocol":
+            raise ProtocolError(f"the response is not valid HTTP/1.1 ({exc})") from None
+        return _Failed(None, error=f"{exc}", unanswered=exc)
     status = response.status
     if status < 300:
         return response
@@ -138,11 +154,18 @@ async def _try_once(
     return _Failed(status, data, f"HTTP {status}", retry_after, response.header("location"))
 
 
-def _unanswered(exc: TransportError) -> _Failed:
-    """No status line: only a connection that never reached the server may be tried again.
-    Once the server may have read the request, sending it again could run it twice."""
-    if exc.kind == "connect":
-        return _Failed(None, error=f"{exc}")
-    if exc.kind == "protocol":
-        raise ProtocolError(f"the response is not valid HTTP/1.1 ({exc})") from None
-    raise StreamClosedEarlyError(f"no response: {exc}") from None
+async def _unanswered(error: TransportError, resumer: Resumer | None) -> Response | _Failed:
+    """The server may have read the request, and no status line came back: sending it again
+    could run it twice. With resume, the server's session says what happened: if it has the
+    turn, the stream goes on from its first byte; if not, the request was never started (or
+    was dropped), and sending it again with the same conversation id is safe (a new request
+    with the id cancels any old one)."""
+    if resumer is None:
+        raise StreamClosedEarlyError(f"no response: {error}") from None
+    try:
+        return await resumer.reconnect(0)
+    except ResumeUnsupported:
+        raise StreamClosedEarlyError(f"no response: {error}") from None
+    except ResumeError:
+        why = f"{error}; the server has no session for it: sending it again"
+        return _Failed(None, error=why, reached=True)

@@ -56,7 +56,7 @@ class ChatPolicies:
         headers = None
         if resumer is not None:
             headers = {**self.endpoint.chat_headers, "X-Conversation-Id": resumer.conversation_id}
-        async for item in attempts(self.endpoint, body, headers):
+        async for item in attempts(self.endpoint, body, headers, resumer):
             yield item
 
     async def read_all(self, response: Response) -> bytes:

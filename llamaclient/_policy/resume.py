@@ -24,7 +24,7 @@ import anyio
 
 from .._protocol.retry import backoff_seconds
 from .._transports.base import Response, TransportError
-from .._types.errors import ResumeError, StreamClosedEarlyError, WaitTimeoutError
+from .._types.errors import ConnectError, ResumeError, StreamClosedEarlyError, WaitTimeoutError
 from .endpoint import Endpoint
 
 __all__ = [
@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 CANCEL_TIMEOUT = 2.0  # seconds for the DELETE that cancels an abandoned generation
-_NOT_FOUND = b"not found or expired"  # llama-server's 404 for an unknown or expired session
+LOOKUP_PATH = "/v1/streams/lookup"
+_EMPTY_LOOKUP = b'{"conversation_ids":[]}'
 
 
 def new_conversation_id() -> str:
@@ -117,13 +118,25 @@ class Resumer:
             self._support.supported = True
             return response
         data = await endpoint.read_all(response)
-        if response.status == 404 and _NOT_FOUND not in data:
-            self._support.supported = False  # no such route: an older server
+        if response.status == 404 and not await self._supported():
             raise ResumeUnsupported
         raise ResumeError(
             f"the stream could not be resumed at byte {offset}: HTTP {response.status} "
             f"{data[:200].decode('utf-8', 'replace')}"
         )
+
+    async def _supported(self) -> bool:
+        """Whether the server has resumable streams. Its 404 body is the same for a missing
+        route and an expired session, so ask once: ``POST /v1/streams/lookup`` with no ids
+        answers 200 ``[]`` where the routes exist, 404 where they do not."""
+        support = self._support
+        if support.supported is None:
+            try:
+                status, _ = await self._endpoint.call("POST", LOOKUP_PATH, _EMPTY_LOOKUP)
+            except (ConnectError, WaitTimeoutError):
+                return False  # cannot tell now; ask again next time
+            support.supported = status == 200
+        return support.supported
 
     async def cancel(self) -> None:
         """``DELETE /v1/stream``: stop the generation. Bounded, shielded, never raises; not
