@@ -1,37 +1,30 @@
 """ChatStream: one chat request, iterated as events, ending with a Completion.
 
-The loop is thin: get a response (slot order, model loading, retries: see ``_attempts``), then
+The loop is thin: get a response (slot order, model loading, retries: ``_policy/``), then
 for each read, SSE framing → assembler → events. Leaving ``async with``, ``aclose()`` (from
 any task) or cancelling the task closes the HTTP response at once, so the server frees the
 slot. A plain ``break`` without ``async with`` closes it as soon as the stream object is no
-longer referenced (asyncio then finalises its generator).
+longer referenced (the event loop then finalises its generator).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator, Iterable
-from typing import TYPE_CHECKING
+
+import anyio
 
 from ._arguments.routing import LiveArguments
 from ._arguments.stream import ArgumentStream
-from ._policy.stall import Watchdog
+from ._policy.budget import ThinkingBudget
+from ._policy.chat import ChatPolicies
+from ._policy.slots import Ticket
 from ._protocol.assembler import Assembler
 from ._protocol.sse import SSEDecoder
 from ._transports.base import Response, TransportError
 from ._types.completion import Completion
-from ._types.errors import (
-    InferError,
-    ProtocolError,
-    StalledError,
-    StreamClosedEarlyError,
-    ThinkingOverrunError,
-)
-from ._types.events import ChatEvent, ThinkingCapped
+from ._types.errors import InferError, ProtocolError, StalledError, StreamClosedEarlyError
+from ._types.events import ChatEvent
 from ._types.request import ChatRequest
-
-if TYPE_CHECKING:
-    from ._client import Client
 
 __all__ = ["ChatStream"]
 
@@ -40,7 +33,7 @@ _FAIRNESS_EVENTS = 32
 
 class _Shared:
     """What the stream's loop and its ChatStream both see. The loop holds this, never the
-    ChatStream: so dropping an unfinished ChatStream drops its generator at once, and asyncio
+    ChatStream: so dropping an unfinished ChatStream drops its generator at once, and the loop
     closes it (and with it the HTTP response) without waiting for the garbage collector."""
 
     __slots__ = ("asm", "completion", "ended", "live", "response", "stopped")
@@ -63,13 +56,13 @@ class ChatStream:
 
     def __init__(
         self,
-        client: Client,
+        policies: ChatPolicies,
         request: ChatRequest,
         body: bytes,
         live_arguments: bool | Iterable[str] = False,
         lenient_arguments: bool = True,
     ) -> None:
-        self._client = client
+        self._policies = policies
         self.request = request
         self._body = body
         self._shared = _Shared()
@@ -118,10 +111,10 @@ class ChatStream:
         self._served += 1
         if self._served >= _FAIRNESS_EVENTS:
             self._served = 0
-            await asyncio.sleep(0)
+            await anyio.lowlevel.checkpoint()
         while self._pos >= len(self._batch):
             if self._gen is None:
-                self._gen = _run(self._client, self.request, self._body, self._shared)
+                self._gen = _run(self._policies, self.request, self._body, self._shared)
             self._batch = await self._gen.__anext__()
             self._pos = 0
         event = self._batch[self._pos]
@@ -159,78 +152,28 @@ class ChatStream:
 
 
 async def _run(
-    client: Client, request: ChatRequest, body: bytes, shared: _Shared
+    policies: ChatPolicies, request: ChatRequest, body: bytes, shared: _Shared
 ) -> AsyncGenerator[list[ChatEvent], None]:
     """The loop: wait for a response, then read → SSE framing → assembler → events."""
-    config = client.config
-    asm = shared.asm
-    response: Response | None = None
     slot = request.slot
-    ticket = client._slots.join(slot) if slot is not None else None
-    budget = request.thinking_budget
-    if budget is None:
-        budget = config.thinking_budget
-    elif budget == 0:  # the request turns the config's cap off
-        budget = None
-    asked = False  # the control call to end the reasoning was made
-    capped = False  # ... and the server accepted it
-    stall = config.stall_timeout
-    watchdog: Watchdog | None = None
+    ticket = policies.slots.join(slot) if slot is not None else None
+    budget = policies.budget(request)
     try:
-        async for item in client._open(request, body, ticket):
-            if isinstance(item, list):
-                yield item
-            else:
-                response = shared.response = item
-                if shared.stopped:  # aclose() from another task while we waited
-                    return
-        if response is None:  # pragma: no cover - _open always ends with a response
-            raise InferError("no response")
-        content_type = (response.header("content-type") or "").lower()
-        if "text/event-stream" not in content_type:
-            shared.completion = Assembler.from_response(await client._read_all(response))
-            return
+        async for events in _respond(policies, request, body, ticket, shared):
+            yield events
+        response = shared.response
+        if response is None or shared.completion is not None:
+            return  # stopped while waiting, or a whole (non-streamed) answer
         decoder = SSEDecoder()
         read = response.read
-        watchdog = Watchdog(stall) if stall is not None else None
-        now = asyncio.get_running_loop().time
-        current_task = asyncio.current_task
+        asm = shared.asm
         while True:
-            if watchdog is not None:
-                watchdog.since = now()
-                watchdog.task = current_task()  # reads may come from different tasks
-                chunk = await read()
-                watchdog.since = None
-            else:
-                chunk = await read()
+            chunk = await read()
             payloads = decoder.feed(chunk) if chunk else decoder.flush()
-            events: list[ChatEvent] = []
-            failure: InferError | None = None
-            try:
-                for payload in payloads:
-                    got = asm.push(payload)
-                    if events:
-                        events += got
-                    else:
-                        events = got
-                    if budget is None or not asm.in_reasoning:
-                        continue
-                    tokens = asm.reasoning_tokens
-                    if not asked and tokens >= budget:
-                        asked = True
-                        if await client._end_reasoning(asm.id):
-                            capped = True
-                            events.append(ThinkingCapped(tokens))
-                    elif asked and tokens > budget + config.thinking_grace:
-                        raise ThinkingOverrunError(
-                            f"reasoning went on for {tokens} tokens past a budget of {budget}"
-                            + ("" if capped else " (the server refused to end it)"),
-                            partial=asm.partial(capped),
-                        )
-            except InferError as exc:
-                # What arrived before the error in this read is delivered first, so the
-                # events never depend on how the bytes were split into reads.
-                failure = exc
+            if budget is None:
+                events, failure = _push_all(asm, payloads)
+            else:
+                events, failure = await _push_all_budgeted(asm, payloads, budget)
             if shared.live is not None:
                 events = shared.live.process(events)
             if events:
@@ -239,38 +182,112 @@ async def _run(
                 raise failure
             if not chunk:
                 break
-        shared.completion = asm.finish(capped)
-    except asyncio.CancelledError:
-        if watchdog is None or not watchdog.fired:
-            raise
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
+        shared.completion = asm.finish(_capped(budget))
+    except TransportError as exc:
+        _after_break(exc, shared, _capped(budget), policies.config.stall_timeout)
+    except ProtocolError as exc:
+        if exc.partial is None:
+            exc.partial = shared.asm.partial(_capped(budget))
+        raise
+    finally:
+        await _end(shared, policies, slot, ticket)
+
+
+async def _respond(
+    policies: ChatPolicies,
+    request: ChatRequest,
+    body: bytes,
+    ticket: Ticket | None,
+    shared: _Shared,
+) -> AsyncGenerator[list[ChatEvent], None]:
+    """Yield the waiting events (queued, busy, loading, retrying); the response goes into
+    ``shared`` for the loop (and for ``aclose()`` from another task). A response that is not
+    an event stream is read whole into ``shared.completion``."""
+    response: Response | None = None
+    async for item in policies.open(request, body, ticket):
+        if isinstance(item, list):
+            yield item
+        else:
+            response = shared.response = item
+    if response is None or shared.stopped:  # aclose() from another task while we waited
+        shared.response = None
+        if response is not None:
+            await response.aclose()
+    elif not _is_sse(response):
+        shared.completion = Assembler.from_response(await policies.read_all(response))
+
+
+def _is_sse(response: Response) -> bool:
+    return "text/event-stream" in (response.header("content-type") or "").lower()
+
+
+def _capped(budget: ThinkingBudget | None) -> bool:
+    return budget is not None and budget.capped
+
+
+def _push_all(asm: Assembler, payloads: list[bytes]) -> tuple[list[ChatEvent], InferError | None]:
+    """The events of one read's payloads. What arrived before an error in this read is
+    returned with it, so the events never depend on how the bytes were split into reads."""
+    events: list[ChatEvent] = []
+    try:
+        for payload in payloads:
+            got = asm.push(payload)
+            if events:
+                events += got
+            else:
+                events = got
+    except InferError as exc:
+        return events, exc
+    return events, None
+
+
+async def _push_all_budgeted(
+    asm: Assembler, payloads: list[bytes], budget: ThinkingBudget
+) -> tuple[list[ChatEvent], InferError | None]:
+    """:func:`_push_all` with the thinking budget checked after every payload."""
+    events: list[ChatEvent] = []
+    try:
+        for payload in payloads:
+            events += asm.push(payload)
+            await budget.check(asm, events)
+    except InferError as exc:
+        return events, exc
+    return events, None
+
+
+def _after_break(
+    exc: TransportError, shared: _Shared, capped: bool, stall: float | None
+) -> None:
+    """The connection failed while streaming: a quiet end, a whole answer, or an error with
+    the partial."""
+    asm = shared.asm
+    if shared.stopped:
+        return  # aclose() from another task closed the response: a quiet end
+    if exc.kind == "stall":
         raise StalledError(
             f"no bytes for {stall} s while streaming", partial=asm.partial(capped)
         ) from None
-    except TransportError as exc:
-        if shared.stopped:
-            return  # aclose() from another task closed the response: a quiet end
-        if asm.is_finished:  # only the usage chunk or [DONE] was lost: the answer is whole
-            shared.completion = asm.finish(capped)
-            return
-        raise StreamClosedEarlyError(
-            f"the stream broke: {exc}", partial=asm.partial(capped)
-        ) from exc
-    except ProtocolError as exc:
-        if exc.partial is None:
-            exc.partial = asm.partial(capped)
-        raise
+    if asm.is_finished:  # only the usage chunk or [DONE] was lost: the answer is whole
+        shared.completion = asm.finish(capped)
+        return
+    if exc.kind == "protocol":
+        raise ProtocolError(
+            f"the response broke HTTP/1.1 framing ({exc})", partial=asm.partial(capped)
+        ) from None
+    raise StreamClosedEarlyError(f"the stream broke: {exc}", partial=asm.partial(capped)) from exc
+
+
+async def _end(
+    shared: _Shared, policies: ChatPolicies, slot: int | None, ticket: Ticket | None
+) -> None:
+    """Release everything the stream held, whatever happened."""
+    shared.ended = True
+    if shared.live is not None:
+        shared.live.abort("the chat stream ended first")
+    try:
+        if shared.response is not None:
+            with anyio.CancelScope(shield=True):
+                await shared.response.aclose()
     finally:
-        if watchdog is not None:
-            watchdog.cancel()
-        shared.ended = True
-        if shared.live is not None:
-            shared.live.abort("the chat stream ended first")
-        try:
-            if response is not None:
-                await response.aclose()
-        finally:
-            if slot is not None:
-                client._slot_done(slot, ticket)
+        if slot is not None and ticket is not None:
+            policies.slots.leave(slot, ticket)

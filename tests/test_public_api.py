@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+import pytest
+
 import llamaclient
 
 
@@ -47,12 +49,29 @@ def test_an_api_key_that_cannot_be_a_header_is_refused_without_showing_it() -> N
 def test_transport_choice_follows_the_url() -> None:
     import pytest
 
-    def kind(url: str, transport: str = "auto") -> str:
-        client = llamaclient.Client(llamaclient.Config(url, transport=transport))  # type: ignore[arg-type]
-        return type(client._transport).__name__
+    from llamaclient._transports.choose import choose_transport
+
+    def kind(url: str, transport: str = "auto", backend: str = "asyncio") -> str:
+        config = llamaclient.Config(url, transport=transport)  # type: ignore[arg-type]
+        return type(choose_transport(config, backend=backend)).__name__  # type: ignore[arg-type]
 
     assert kind("http://127.0.0.1:1") == "AsyncioTransport"
     assert kind("HTTPS://example.invalid") == "HttpxTransport"
     assert kind("http://127.0.0.1:1", "httpx") == "HttpxTransport"
+    assert kind("http://127.0.0.1:1", backend="other") == "HttpxTransport"  # trio
     with pytest.raises(ValueError, match="http:// only"):
         kind("https://example.invalid", "asyncio")
+    with pytest.raises(ValueError, match="asyncio event loop"):
+        kind("http://127.0.0.1:1", "asyncio", backend="other")
+    with pytest.raises(ValueError, match="http:// only"):
+        llamaclient.Client(llamaclient.Config("https://example.invalid", transport="asyncio"))
+
+
+def test_a_proxy_in_the_environment_routes_through_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llamaclient._transports.choose import choose_transport
+
+    config = llamaclient.Config("http://10.1.2.3:8080")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    assert type(choose_transport(config, backend="asyncio")).__name__ == "HttpxTransport"
+    monkeypatch.setenv("NO_PROXY", "10.1.2.3")
+    assert type(choose_transport(config, backend="asyncio")).__name__ == "AsyncioTransport"

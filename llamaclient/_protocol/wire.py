@@ -17,11 +17,13 @@ __all__ = [
     "ANY_DECODER",
     "CHUNK_DECODER",
     "ENTRY_KEYS_DECODER",
+    "ERROR_BODY_DECODER",
     "RESPONSE_DECODER",
     "TOOL_CALL_DECODER",
     "WireChunk",
     "WireDelta",
     "WireError",
+    "WireErrorBody",
     "WireMessage",
     "WireResponse",
     "WireToolCall",
@@ -63,9 +65,19 @@ class WireUsage(msgspec.Struct, gc=False):
 
 
 class WireError(msgspec.Struct, gc=False):
+    """llama-server's error object, in-band (``data: {"error": ...}``) or as an HTTP body."""
+
     message: str = ""
     code: int | None = None
     type: str | None = None
+    n_prompt_tokens: int = 0  # exceed_context_size_error only
+    n_ctx: int = 0
+
+
+class WireErrorBody(msgspec.Struct, gc=False):
+    """A non-2xx answer's body: ``{"error": {...}}``."""
+
+    error: WireError
 
 
 class WireChunk(msgspec.Struct, gc=False):
@@ -104,6 +116,7 @@ class WireResponse(msgspec.Struct, gc=False):
 
 
 CHUNK_DECODER = msgspec.json.Decoder(WireChunk)
+ERROR_BODY_DECODER = msgspec.json.Decoder(WireErrorBody)
 RESPONSE_DECODER = msgspec.json.Decoder(WireResponse)
 TOOL_CALL_DECODER = msgspec.json.Decoder(WireToolCall)
 # A tool-call entry's keys, values left undecoded: finds server extension fields cheaply.

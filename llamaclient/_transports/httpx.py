@@ -1,4 +1,10 @@
-"""A transport over an ``httpx.AsyncClient``: yours (not closed by us), or one we make."""
+"""A transport over an ``httpx.AsyncClient``: yours (not closed by us), or one we make.
+
+This is the stack for trio, for proxies and for whatever a user configures on their own
+client (custom TLS, mounts, respx in tests). httpx's exceptions are mapped here, once, to
+our :class:`~llamaclient._transports.base.TransportError` with our own text: an httpx
+exception's repr is never copied into a message.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +12,35 @@ from collections.abc import AsyncIterator, Mapping
 
 import httpx
 
-from .base import KEEPALIVE_SECONDS, Response, TransportError
+from .base import KEEPALIVE_SECONDS, Response, TransportError, TransportErrorKind
 
-__all__ = ["HttpxTransport"]
+__all__ = ["HttpxTransport", "map_error"]
+
+
+def map_error(exc: httpx.TransportError, started: bool) -> TransportError:
+    """Our error for an httpx failure; ``started``: the response head had arrived."""
+    kind: TransportErrorKind
+    if isinstance(exc, httpx.TimeoutException) and started:
+        kind, what = "stall", "no bytes within the read timeout"
+    elif isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        kind, what = "connect", "cannot connect"
+    elif started:
+        kind, what = "read", "the response body broke"
+    elif isinstance(exc, httpx.ProxyError):
+        kind, what = "connect", "the proxy refused the request"
+    elif isinstance(exc, httpx.RemoteProtocolError) and "without sending" not in str(exc):
+        kind, what = "protocol", "the response is not valid HTTP"
+    else:
+        kind, what = "disconnected", "the connection was lost before a response"
+    return TransportError(kind, f"{what} ({type(exc).__name__})")
 
 
 class _HttpxResponse:
-    __slots__ = ("_chunks", "_eof", "_response")
+    __slots__ = ("_chunks", "_response")
 
     def __init__(self, response: httpx.Response) -> None:
         self._response = response
         self._chunks: AsyncIterator[bytes] | None = None
-        self._eof = False
 
     @property
     def status(self) -> int:
@@ -36,18 +59,18 @@ class _HttpxResponse:
                 if chunk:
                     return chunk
         except StopAsyncIteration:
-            self._eof = True
             return b""
         except httpx.TransportError as exc:
-            raise TransportError("read", f"the response body broke: {exc!r}") from exc
+            raise map_error(exc, started=True) from None
+        except httpx.StreamError as exc:
+            what = f"the response was closed ({type(exc).__name__})"
+            raise TransportError("read", what) from None
 
     async def aread(self) -> bytes:
         try:
-            data = await self._response.aread()
+            return await self._response.aread()
         except httpx.TransportError as exc:
-            raise TransportError("read", f"the response body broke: {exc!r}") from exc
-        self._eof = True
-        return data
+            raise map_error(exc, started=True) from None
 
     async def aclose(self) -> None:
         await self._response.aclose()
@@ -61,6 +84,7 @@ class HttpxTransport:
         self._client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(None, connect=connect_timeout),
             limits=httpx.Limits(max_connections=None, keepalive_expiry=KEEPALIVE_SECONDS),
+            follow_redirects=False,
         )
 
     async def send(
@@ -72,15 +96,18 @@ class HttpxTransport:
         *,
         read_timeout: float | None = None,
     ) -> Response:
-        request = self._client.build_request(method, url, headers=headers, content=body)
+        client = self._client
+        request = client.build_request(method, url, headers=headers, content=body)
+        # The wait for the head is the caller's (wait_timeout: llama-server is silent while a
+        # request is queued); the read timeout bounds each body read only. httpcore reads the
+        # timeout for the body when the body is first iterated, from this same dict.
+        timeouts = dict(request.extensions.get("timeout") or {})
+        request.extensions["timeout"] = {**timeouts, "read": None}
         try:
-            response = await self._client.send(request, stream=True)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise TransportError("connect", f"cannot connect: {exc!r}") from exc
-        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-            raise TransportError("disconnected", f"connection lost: {exc!r}") from exc
+            response = await client.send(request, stream=True, follow_redirects=False)
         except httpx.TransportError as exc:
-            raise TransportError("disconnected", f"request failed: {exc!r}") from exc
+            raise map_error(exc, started=False) from None
+        request.extensions["timeout"] = {**timeouts, "read": read_timeout}
         return _HttpxResponse(response)
 
     async def aclose(self) -> None:

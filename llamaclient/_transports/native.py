@@ -426,13 +426,22 @@ class _Connection(asyncio.BufferedProtocol):
         self.close()
 
 
+def _stall(waiter: asyncio.Future[None], seconds: float) -> None:
+    # Interim (one timer per waiting read); the framing rewrite re-arms one per connection.
+    if not waiter.done():
+        waiter.set_exception(TransportError("stall", f"no bytes for {seconds} s"))
+
+
 class _AsyncioResponse:
     """A response whose head has arrived; the body is read from its connection."""
 
-    __slots__ = ("_conn", "_headers", "_owner", "_status")
+    __slots__ = ("_conn", "_headers", "_owner", "_read_timeout", "_status")
 
-    def __init__(self, owner: AsyncioTransport, conn: _Connection) -> None:
+    def __init__(
+        self, owner: AsyncioTransport, conn: _Connection, read_timeout: float | None = None
+    ) -> None:
         self._owner = owner
+        self._read_timeout = read_timeout
         self._conn: _Connection | None = conn
         self._status = conn.status
         self._headers = conn.headers
@@ -464,13 +473,19 @@ class _AsyncioResponse:
                 self._owner._discard(conn)
                 raise TransportError("read", "the connection was closed")
             waiter = conn.waiter = conn.loop.create_future()
+            timer = None
+            if self._read_timeout is not None:
+                timer = conn.loop.call_later(self._read_timeout, _stall, waiter, self._read_timeout)
             try:
                 await waiter
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, TransportError):
                 conn.waiter = None
                 self._conn = None
                 self._owner._discard(conn)
                 raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
         data = body[0] if len(body) == 1 else b"".join(body)
         body.clear()
         conn.buffered = 0
@@ -573,7 +588,7 @@ class AsyncioTransport:
         if conn.state == _BROKEN:
             self._discard(conn)
             raise TransportError("disconnected", "the connection was closed")
-        return _AsyncioResponse(self, conn)
+        return _AsyncioResponse(self, conn, read_timeout)
 
     async def aclose(self) -> None:
         """Close every connection, idle or in use (responses still open then fail)."""

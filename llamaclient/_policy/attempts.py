@@ -1,0 +1,117 @@
+"""Getting a streaming response: safe retries with backoff, and waiting out a loading model.
+
+A request is retried only while nothing was generated (``_protocol/retry.py`` says when and
+how long). ``503 Loading model`` is not a failure: it yields ``Waiting(slot_busy=False)`` once
+and polls ``/health`` with backoff until ``load_timeout``. A server that refuses connections
+while we wait for it to load has died: after as many refusals in a row as the retry policy
+allows, ``ConnectError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+
+from .._protocol.retry import RETRYABLE_STATUS, backoff_seconds, retry_after_seconds
+from .._protocol.status import is_loading, status_error
+from .._transports.base import Response, TransportError
+from .._types.config import Config
+from .._types.errors import ConnectError, LoadTimeoutError, ProtocolError, WaitTimeoutError
+from .._types.events import ChatEvent, Retrying, Waiting
+from .endpoint import Endpoint
+
+__all__ = ["CHAT_PATH", "LoadingWait", "attempts"]
+
+CHAT_PATH = "/v1/chat/completions"
+
+
+class LoadingWait:
+    """Polls ``/health`` with backoff while the model loads. The backoff goes on across calls,
+    for a router whose ``/health`` is fine while the model behind it still answers 503."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
+        self.since: float | None = None
+        self._delay = 0.05
+        self._refused = 0
+
+    async def wait(self) -> None:
+        config = self._endpoint.config
+        since = self.since = self.since if self.since is not None else anyio.current_time()
+        while True:
+            if anyio.current_time() - since > config.load_timeout:
+                raise LoadTimeoutError(
+                    f"the model was still loading after {config.load_timeout} s"
+                )
+            await anyio.sleep(self._delay)
+            self._delay = min(self._delay * 2, 2.0)
+            try:
+                status, _ = await self._endpoint.call("GET", "/health")
+            except ConnectError as exc:
+                self._refused += 1
+                if self._refused > config.max_retries:
+                    raise ConnectError(
+                        f"the server stopped answering while the model loaded ({exc})"
+                    ) from None
+                continue
+            except WaitTimeoutError:
+                continue
+            self._refused = 0
+            if status == 200:
+                return
+
+
+async def attempts(endpoint: Endpoint, body: bytes) -> AsyncIterator[list[ChatEvent] | Response]:
+    """Yield waiting events, then the streaming Response (status < 300)."""
+    config = endpoint.config
+    attempt = 0
+    loading = LoadingWait(endpoint)
+    while True:
+        outcome = await _try_once(endpoint, config, body)
+        if not isinstance(outcome, tuple):
+            yield outcome
+            return
+        status, data, error, retry_after = outcome
+        if status is not None and is_loading(status, data):
+            if loading.since is None:
+                yield [Waiting(slot_busy=False)]
+            await loading.wait()
+            continue
+        if status is not None and (status not in RETRYABLE_STATUS or attempt >= config.max_retries):
+            raise status_error(status, data)
+        if attempt >= config.max_retries:
+            raise ConnectError(error)
+        attempt += 1
+        delay = backoff_seconds(
+            attempt, config.retry_backoff, config.retry_max_backoff, retry_after
+        )
+        yield [Retrying(attempt, int(delay * 1000), error)]
+        await anyio.sleep(delay)
+
+
+_Failed = tuple[int | None, bytes, str, float | None]
+
+
+async def _try_once(endpoint: Endpoint, config: Config, body: bytes) -> Response | _Failed:
+    """One POST: the Response when it is a success, else what failed (status or None for no
+    answer, the body, a short error text, the Retry-After delay)."""
+    try:
+        with anyio.fail_after(config.wait_timeout):
+            response = await endpoint.send(
+                "POST", CHAT_PATH, body, stream=True, read_timeout=config.stall_timeout
+            )
+    except TimeoutError:
+        raise WaitTimeoutError(f"no response headers within {config.wait_timeout} s") from None
+    except TransportError as exc:
+        if exc.kind == "protocol":
+            raise ProtocolError(f"the response is not valid HTTP/1.1 ({exc})") from None
+        return None, b"", f"{exc}", None
+    if response.status < 300:
+        return response
+    try:
+        data = await endpoint.read_all(response)
+    except TransportError:
+        data = b""
+    retry_after = retry_after_seconds(response.header("retry-after"))
+    return response.status, data, f"HTTP {response.status}", retry_after

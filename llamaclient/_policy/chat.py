@@ -1,0 +1,45 @@
+"""What one chat stream needs from its client, and nothing more: the endpoint, the slot gate,
+the attempts that get a streaming response, and the thinking budget."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from .._transports.base import Response
+from .._types.config import Config
+from .._types.events import ChatEvent
+from .._types.request import ChatRequest
+from .attempts import attempts
+from .budget import ThinkingBudget
+from .endpoint import Endpoint
+from .slots import SlotGate, Ticket
+
+__all__ = ["ChatPolicies"]
+
+
+class ChatPolicies:
+    """The policies of one client, shared by its streams."""
+
+    __slots__ = ("config", "endpoint", "slots")
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.config: Config = endpoint.config
+        self.slots = SlotGate(endpoint)
+
+    def budget(self, request: ChatRequest) -> ThinkingBudget | None:
+        return ThinkingBudget.for_request(self.endpoint, request.thinking_budget)
+
+    async def open(
+        self, request: ChatRequest, body: bytes, ticket: Ticket | None
+    ) -> AsyncIterator[list[ChatEvent] | Response]:
+        """Yield waiting events, then the streaming Response (status < 300). The caller holds
+        ``ticket`` (its place in the slot's line) until the stream ends."""
+        if request.slot is not None and ticket is not None:
+            async for event in self.slots.enter(request.slot, ticket, wait=request.wait):
+                yield [event]
+        async for item in attempts(self.endpoint, body):
+            yield item
+
+    async def read_all(self, response: Response) -> bytes:
+        return await self.endpoint.read_all(response)

@@ -1,0 +1,134 @@
+"""One llama-server as the policies see it: its URL, the headers we send, the HTTP stack, and
+the small request/response exchanges (``/health``, ``/slots``, ``/props``, control calls)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from .._protocol.status import status_error
+from .._protocol.wire import ANY_DECODER
+from .._transports.base import Response, Transport, TransportError
+from .._transports.choose import choose_transport, current_backend
+from .._types.config import Config
+from .._types.errors import ConnectError, ProtocolError, StalledError, WaitTimeoutError
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["Endpoint"]
+
+
+class Endpoint:
+    """Where the server is and how to talk to it. The transport is chosen on first use,
+    inside the event loop, so the same ``Client`` works under asyncio and trio."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+        transport: Transport | None = None,
+    ) -> None:
+        self.config = config
+        base = config.base_url.rstrip("/")
+        self.base = base[:-3] if base.endswith("/v1") else base
+        mine = transport is not None or http_client is not None
+        if config.transport == "asyncio" and not mine and self.base.lower().startswith("https:"):
+            raise ValueError('transport "asyncio" speaks http:// only: use "httpx"')
+        self._http_client = http_client
+        self._transport = transport
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if config.api_key is not None and not _printable_ascii(config.api_key):
+            # Checked here so no HTTP stack ever puts the key into an error message.
+            raise ValueError("api_key must be printable ASCII (the value is not shown)")
+        if config.api_key:
+            headers["Authorization"] = f"Bearer {config.api_key}"
+        self.headers: Mapping[str, str] = headers
+        # llama-server closes the connection after every streamed response (measured), so a
+        # pooled connection would only fail on its next use: ask for the close up front.
+        self.chat_headers: Mapping[str, str] = {**headers, "Connection": "close"}
+
+    @property
+    def transport(self) -> Transport:
+        transport = self._transport
+        if transport is None:
+            transport = self._transport = choose_transport(
+                self.config, backend=current_backend(), http_client=self._http_client
+            )
+        return transport
+
+    @property
+    def transport_name(self) -> str:
+        """The chosen transport's class name, or ``"auto"`` before the first request."""
+        return "auto" if self._transport is None else type(self._transport).__name__
+
+    async def aclose(self) -> None:
+        if self._transport is not None:
+            await self._transport.aclose()
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        stream: bool = False,
+        read_timeout: float | None = None,
+    ) -> Response:
+        """One request; a stale pooled connection is retried once on a fresh one (nothing
+        reached the model, so that is always safe)."""
+        url = self.base + path
+        headers = self.chat_headers if stream else self.headers
+        transport = self.transport
+        try:
+            return await transport.send(method, url, headers, body, read_timeout=read_timeout)
+        except TransportError as exc:
+            if exc.kind != "disconnected":
+                raise
+        return await transport.send(method, url, headers, body, read_timeout=read_timeout)
+
+    async def call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        """A small request/response exchange, bounded by ``wait_timeout``."""
+        wait = self.config.wait_timeout
+        try:
+            with anyio.fail_after(wait):
+                response = await self.send(method, path, body)
+                try:
+                    data = await response.aread()
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise WaitTimeoutError(f"{method} {path}: no answer within {wait} s") from None
+        except TransportError as exc:
+            raise ConnectError(f"{method} {path}: {exc}") from None
+        return response.status, data
+
+    async def read_all(self, response: Response) -> bytes:
+        """The whole body of a response whose headers are in, then release it; bounded by
+        ``stall_timeout`` (a body that stops half-way never hangs the caller)."""
+        stall = self.config.stall_timeout
+        try:
+            with anyio.fail_after(stall):
+                return await response.aread()
+        except TimeoutError:
+            raise StalledError(f"no bytes for {stall} s while reading a response body") from None
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+    async def get_json(self, path: str) -> Any:
+        status, data = await self.call("GET", path)
+        if status >= 400:
+            raise status_error(status, data)
+        try:
+            return ANY_DECODER.decode(data)
+        except (msgspec.DecodeError, RecursionError):
+            raise ProtocolError(f"GET {path}: the answer is not JSON", data) from None
+
+
+def _printable_ascii(text: str) -> bool:
+    return text.isascii() and text.isprintable()

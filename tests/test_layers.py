@@ -1,0 +1,111 @@
+"""The layout is the design: each folder is a layer, and imports only point down.
+
+    _types  <  _protocol, _arguments  <  _transports  <  _policy  <  _stream  <  _client
+
+Every ``import`` counts, also those under ``TYPE_CHECKING`` and inside functions, and there
+is no import cycle between modules.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "llamaclient"
+RANK = {
+    "_types": 0,
+    "_protocol": 1,
+    "_arguments": 1,
+    "_transports": 2,
+    "_policy": 3,
+    "_stream": 4,
+    "_client": 5,
+    "__init__": 6,
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """The llamaclient modules that ``path`` imports, as absolute dotted names."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            if target.startswith("llamaclient"):
+                found.add(target)
+                found.update(f"{target}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("llamaclient"))
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {
+        name: {m for m in _imports(path) if m in modules} - {name}
+        for name, path in modules.items()
+    }
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_imports_only_point_down() -> None:
+    wrong = []
+    for module, targets in _graph().items():
+        for target in targets:
+            here, there = _layer(module), _layer(target)
+            if here == there:
+                continue
+            if RANK[there] >= RANK[here]:  # up, or sideways between two layers
+                wrong.append(f"{module} imports {target}")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    # A package's __init__ re-exporting its modules is not a cycle of the design.
+    for module in list(graph):
+        if (PACKAGE.parent / module.replace(".", "/") / "__init__.py").exists():
+            graph[module] = set()
+    state: dict[str, int] = {}
+    cycles: list[str] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*path[path.index(nxt):], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "\n".join(cycles)
+
+
+def test_the_import_reader_sees_every_kind_of_import() -> None:
+    """Module-level, relative, ``TYPE_CHECKING`` and function-level imports are all read, so
+    the two checks above cannot pass by missing an import."""
+    found = _imports(PACKAGE / "_stream.py")
+    assert "llamaclient._protocol.assembler" in found  # relative, module level
+    found = _imports(PACKAGE / "_transports" / "choose.py")
+    assert "llamaclient._transports.httpx" in found  # inside a function
+    assert "llamaclient._transports.native" in found
+    found = _imports(PACKAGE / "_types" / "errors.py")
+    assert "llamaclient._types.completion" in found  # under TYPE_CHECKING
