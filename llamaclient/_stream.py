@@ -180,7 +180,7 @@ async def _run(
                 yield events
             if failure is not None:
                 raise failure
-            if not chunk:
+            if not chunk or asm.is_done:  # [DONE] ends it, even if the connection stays open
                 break
         shared.completion = asm.finish(_capped(budget))
     except TransportError as exc:
@@ -263,13 +263,13 @@ def _after_break(
     asm = shared.asm
     if shared.stopped:
         return  # aclose() from another task closed the response: a quiet end
+    if asm.is_finished:  # only the usage chunk or [DONE] was lost (cut, or silence after the
+        shared.completion = asm.finish(capped)  # finish reason): the answer is whole
+        return
     if exc.kind == "stall":
         raise StalledError(
             f"no bytes for {stall} s while streaming", partial=asm.partial(capped)
         ) from None
-    if asm.is_finished:  # only the usage chunk or [DONE] was lost: the answer is whole
-        shared.completion = asm.finish(capped)
-        return
     if exc.kind == "protocol":
         raise ProtocolError(
             f"the response broke HTTP/1.1 framing ({exc})", partial=asm.partial(capped)

@@ -132,6 +132,11 @@ class Assembler:
         return self._finish is not None
 
     @property
+    def is_done(self) -> bool:
+        """``[DONE]`` has arrived: the stream is over, whatever the connection does next."""
+        return self._done
+
+    @property
     def saw_output(self) -> bool:
         """Any text or tool-call piece has arrived."""
         return bool(self._content or self._reasoning or self._calls)

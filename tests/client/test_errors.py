@@ -180,6 +180,36 @@ async def test_finish_reason_without_done_is_a_complete_answer(
     assert stream_.completion.finish_reason is FinishReason.STOP
 
 
+async def test_done_then_a_connection_held_open_ends_the_stream_at_once(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    """[DONE] is the end: a server (or proxy) that keeps the connection open afterwards is
+    not a stall, and the client does not wait for the close."""
+    server.route("POST", CHAT, [*stream(chat_chunks(["Hi"]), end=False), Hold()])
+    stream_ = make_client(stall_timeout=5.0).chat(user())
+    started = time.monotonic()
+    events, error = await drain(stream_)
+    assert error is None
+    assert events == [Content("Hi")]
+    assert stream_.completion.content == "Hi"
+    assert time.monotonic() - started < 2.0
+    await server.wait_disconnect(timeout=2.0)  # and the connection was let go
+
+
+async def test_finish_reason_then_silence_is_a_whole_answer(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    """The finish reason arrived; the usage chunk and [DONE] never do: the stall ends the
+    wait, and the answer is returned, not raised as StalledError."""
+    chunks = chat_chunks(["Hi"], done=False)
+    server.route("POST", CHAT, [*stream(chunks, end=False), Hold()])
+    stream_ = make_client(stall_timeout=0.3).chat(user())
+    events, error = await drain(stream_)
+    assert error is None
+    assert events == [Content("Hi")]
+    assert stream_.completion.finish_reason is FinishReason.STOP
+
+
 # -- timeouts ------------------------------------------------------------------------------------
 async def test_no_headers_within_wait_timeout_raises_wait_timeout(
     server: FaultServer, make_client: ClientFactory
@@ -234,8 +264,8 @@ async def test_stall_is_not_raised_into_the_callers_task_later(
 ) -> None:
     # After a StalledError the task must not carry a pending cancellation: it goes on
     # awaiting normally.
-    server.route("POST", CHAT, [*stream(chat_chunks(["a"], finish_reason=None), end=False),
-                                Hold()])
+    chunks = chat_chunks(["a"], finish_reason=None, done=False)
+    server.route("POST", CHAT, [*stream(chunks, end=False), Hold()])
     _, error = await drain(make_client(stall_timeout=0.2).chat(user()))
     assert isinstance(error, StalledError)
     await anyio.sleep(0.1)  # a cancellation left pending would strike here
