@@ -1,8 +1,11 @@
-"""``python -m bench [--quick] [--only SCENARIO[,SCENARIO]] [--repeats N] [--output PATH]``.
+"""``python -m bench [--quick|--smoke] [--only SCENARIO[,SCENARIO]] [--repeats N] [--output PATH]``.
 
 Runs the scenarios against a fake llama-server (2 worker processes), prints one table and the
-pass/fail lines of the targets, and writes them to ``docs/benchmarks.md`` when every scenario
-ran (or to ``--output`` when given).
+pass/fail lines of the targets, and writes them to ``docs/benchmarks.md`` unless ``--only`` or
+``--smoke`` is given (or to ``--output`` when given).
+
+Quick check that everything runs (about a minute, numbers meaningless, writes nothing):
+``python -m bench --smoke``; one scenario only: ``python -m bench --smoke --only paced1k``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from bench.fake_server import FakeServer
+from bench.fake_server import FakeServer, raise_fd_limit
 from bench.report import render, targets
 from bench.results import Results
 from bench.scenarios import ROOT, SCENARIOS, Settings
@@ -25,6 +28,11 @@ from bench.scenarios import ROOT, SCENARIOS, Settings
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="1 repeat, shorter streams")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="does everything run? 1 repeat, tiny streams, ~1 min; writes no report",
+    )
     parser.add_argument(
         "--only",
         action="append",
@@ -54,11 +62,14 @@ async def _run(settings: Settings, names: list[str], workers: int, results: Resu
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    settings = Settings.quick() if args.quick else Settings()
+    settings = Settings.smoke() if args.smoke else Settings.quick() if args.quick else Settings()
     if args.repeats:
         settings = replace(settings, repeats=args.repeats)
     names = args.only or list(SCENARIOS)
     results = Results()
+    fds = raise_fd_limit()
+    if fds < settings.many_streams * 2 + 64:
+        results.notes.append(f"open file limit {fds}: too low for the 1,024-stream runs")
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     asyncio.run(_run(settings, names, args.workers, results))
@@ -67,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [
         "# Benchmarks",
         "",
-        f"`python -m bench{' --quick' if args.quick else ''}"
+        f"`python -m bench{' --quick' if args.quick else ''}{' --smoke' if args.smoke else ''}"
         f"{' --only ' + ','.join(args.only) if args.only else ''}`: "
         f"{len(names)} scenario(s) in {took:.0f} s, {settings.repeats} repeat(s); "
         f"Python {platform.python_version()}, {os.cpu_count()} CPUs ({platform.machine()}), "
@@ -88,14 +99,19 @@ def main(argv: list[str] | None = None) -> None:
             "openai raw and openai helper run once, not per repeat (except on the short "
             "scaling streams): each of their runs takes 5 s to half a minute."
         )
-    if results.missing:
+    if results.missing or results.unavailable or results.skipped:
         lines += ["", "Not run:", ""]
+        lines += [f"- {name}: {why}" for name, why in results.skipped.items()]
         lines += [f"- {name}: {why}" for name, why in results.missing.items()]
+        lines += [
+            f"- {name} in {where}: {why}" for (where, name), why in results.unavailable.items()
+        ]
     if results.notes:
         lines += ["", "Notes:", ""] + [f"- {note}" for note in results.notes]
     text = "\n".join(lines) + "\n"
     print(text)
-    output = args.output or (None if args.only else ROOT / "docs" / "benchmarks.md")
+    partial = args.only or args.smoke
+    output = args.output or (None if partial else ROOT / "docs" / "benchmarks.md")
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)

@@ -9,6 +9,15 @@
 - ``floor asyncio``: ``asyncio.open_connection``, hand-written HTTP/1.1, de-chunking and SSE
   split + the same msgspec decoder; no HTTP library at all.
 
+Over ``https://`` (``make(name, url, tls=TLS(...))``, the ``https`` scenario): ``floor httpx``
+and ``ours (httpx)`` get an ``httpx.AsyncClient(verify=<context>)``, ``floor asyncio`` opens
+its connections with ``ssl=<context>``, and ``ours (asyncio)`` passes
+``Config(tls=<CA file>)`` (``Unavailable`` while ``Config`` has no ``tls`` field).
+
+Variants (``VARIANTS``): ``ours (asyncio)`` with ``Config`` fields overridden, one line each,
+e.g. ``"ours (asyncio) resume=off": (Ours, {"resume": False})``; ``Unavailable`` while
+``Config`` lacks such a field.
+
 ``run(spec, sink)`` consumes one whole stream, passing each delta text (content, reasoning
 or tool arguments) to ``sink`` when given; ``hold(spec)`` yields texts and is used to keep
 streams open (memory). Every contender extracts the text even without a sink, so all do the
@@ -19,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncGenerator, Callable
+import ssl
+from collections.abc import AsyncGenerator, Callable, Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,7 +41,7 @@ from httpx_sse import aconnect_sse
 
 from bench.chunks import Spec
 
-__all__ = ["CONTENDERS", "Contender", "Sink", "Unavailable", "make"]
+__all__ = ["CONTENDERS", "TLS", "VARIANTS", "Contender", "Sink", "Unavailable", "make"]
 
 Sink = Callable[[str], None]
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -40,13 +51,22 @@ class Unavailable(Exception):
     """This contender cannot run here (the API it needs is not there yet)."""
 
 
+@dataclass(frozen=True)
+class TLS:
+    """How to trust an ``https://`` server: its CA as a PEM file and as a client context."""
+
+    ca_file: str
+    context: ssl.SSLContext
+
+
 class Contender:
     """One client, opened once per scenario (``async with``) and reused for every stream."""
 
     name = ""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, tls: TLS | None = None) -> None:
         self.url = url
+        self.tls = tls
 
     async def __aenter__(self) -> Contender:
         return self
@@ -119,10 +139,9 @@ class FloorHttpx(Contender):
 
     name = "floor httpx"
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-        self.client = httpx.AsyncClient(base_url=url, timeout=None, limits=limits)
+    def __init__(self, url: str, tls: TLS | None = None) -> None:
+        super().__init__(url, tls)
+        self.client = _httpx_client(tls, base_url=url)
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -148,6 +167,12 @@ class FloorHttpx(Contender):
                 text = _text(sse.data) if sse.data != "[DONE]" else None
                 if text is not None:
                     yield text
+
+
+def _httpx_client(tls: TLS | None, base_url: str = "") -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    verify: ssl.SSLContext | bool = tls.context if tls is not None else True
+    return httpx.AsyncClient(base_url=base_url, timeout=None, limits=limits, verify=verify)
 
 
 class _Dechunker:
@@ -194,11 +219,12 @@ class FloorAsyncio(Contender):
 
     name = "floor asyncio"
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, url: str, tls: TLS | None = None) -> None:
+        super().__init__(url, tls)
         parts = urlsplit(url)
         self.host = parts.hostname or "127.0.0.1"
-        self.port = parts.port or 80
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.ssl = tls.context if parts.scheme == "https" and tls is not None else None
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
     async def aclose(self) -> None:
@@ -210,7 +236,7 @@ class FloorAsyncio(Contender):
         if self.idle:
             reader, writer = self.idle.pop()
         else:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
+            reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self.ssl)
         body = _body(spec)
         writer.write(
             b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s:%d\r\n"
@@ -286,8 +312,10 @@ class OpenAIRaw(Contender):
 
     name = "openai raw"
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, url: str, tls: TLS | None = None) -> None:
+        super().__init__(url, tls)
+        if tls is not None:
+            raise Unavailable("not measured over https://")
         self.client = _openai(url)
 
     async def aclose(self) -> None:
@@ -330,8 +358,10 @@ class OpenAIHelper(Contender):
 
     name = "openai helper"
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, url: str, tls: TLS | None = None) -> None:
+        super().__init__(url, tls)
+        if tls is not None:
+            raise Unavailable("not measured over https://")
         self.client = _openai(url)
 
     async def aclose(self) -> None:
@@ -375,15 +405,37 @@ class Ours(Contender):
     transport = "asyncio"
     live = False
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(
+        self, url: str, tls: TLS | None = None, overrides: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(url, tls)
         try:
             import llamaclient as lc
             from llamaclient import ChatRequest, Client, Config, UserMessage
         except ImportError as exc:  # the client is being written
             raise Unavailable(f"llamaclient.Client is not there yet: {exc}") from exc
         self.lc = lc
-        self.client = Client(Config(base_url=url, transport=self.transport))  # type: ignore[arg-type]
+        fields = set(Config.__struct_fields__)
+        config: dict[str, Any] = {"base_url": url, "transport": self.transport}
+        for key, value in (overrides or {}).items():
+            if key not in fields:
+                raise Unavailable(f"llamaclient.Config has no {key!r} field yet")
+            config[key] = value
+        self.http_client: httpx.AsyncClient | None = None
+        if tls is not None and self.transport == "httpx":
+            self.http_client = _httpx_client(tls)
+        elif tls is not None:
+            if "tls" not in fields:
+                raise Unavailable(
+                    "llamaclient.Config has no 'tls' field yet (our transport speaks http:// only)"
+                )
+            config["tls"] = tls.ca_file
+        try:
+            self.client = Client(Config(**config), http_client=self.http_client)
+        except ValueError as exc:
+            if tls is None:
+                raise
+            raise Unavailable(f"llamaclient.Client refuses https:// here: {exc}") from exc
         self.request = ChatRequest
         self.messages = [UserMessage("hi")]
         self.name = f"ours ({self.transport})" + (" +live" if self.live else "")
@@ -393,6 +445,8 @@ class Ours(Contender):
 
     async def aclose(self) -> None:
         await self.client.aclose()
+        if self.http_client is not None:  # passed in: the client does not close it
+            await self.http_client.aclose()
 
     def _chat(self, spec: Spec) -> Any:
         request = self.request(messages=self.messages, extra={"model": spec.model()})
@@ -453,11 +507,20 @@ CONTENDERS: dict[str, type[Contender]] = {
     "floor asyncio": FloorAsyncio,
 }
 EXTRA: dict[str, type[Contender]] = {"ours (asyncio) +live": OursLive}
+# Ours with Config fields overridden: one line per variant. Run by the paced scenario.
+VARIANTS: dict[str, tuple[type[Ours], dict[str, Any]]] = {
+    "ours (asyncio) resume=off": (Ours, {"resume": False}),
+}
 
 
-def make(name: str, url: str) -> Contender:
-    """The contender ``name`` for the server at ``url``; ``Unavailable`` if it cannot run."""
-    cls = CONTENDERS.get(name) or EXTRA[name]
-    contender = cls(url)
+def make(name: str, url: str, tls: TLS | None = None) -> Contender:
+    """The contender ``name`` for the server at ``url`` (``https://`` needs ``tls``);
+    ``Unavailable`` if it cannot run."""
+    contender: Contender
+    if name in VARIANTS:
+        cls, overrides = VARIANTS[name]
+        contender = cls(url, tls, overrides)
+    else:
+        contender = (CONTENDERS.get(name) or EXTRA[name])(url, tls)
     contender.name = name
     return contender

@@ -22,6 +22,9 @@ class Metric:
 class Results:
     samples: dict[Metric, dict[str, list[float]]] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)  # contender -> why it did not run
+    # (scenario, contender) -> why it did not run in that scenario (n/a rows there only)
+    unavailable: dict[tuple[str, str], str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # whole scenario -> why not run
     notes: list[str] = field(default_factory=list)
 
     def add(self, metric: Metric, contender: str, value: float) -> None:

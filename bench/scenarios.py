@@ -3,6 +3,10 @@
 CPU is ``time.process_time()`` of this process, which only runs the clients: the fake server
 is in other processes. Delays are ``time.time()`` at the consumer minus the send time the
 server wrote into the content text.
+
+``paced 1k`` is the paced run at 1,024 streams (ours and the plain asyncio floor), ``paced 1k
+uvloop`` the same on a uvloop loop, ``https`` CPU per event over TLS vs plain against a second
+fake server in TLS mode.
 """
 
 from __future__ import annotations
@@ -10,17 +14,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib.metadata
 import json
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench import args_bench, sse_micro
 from bench.chunks import Spec
-from bench.contenders import CONTENDERS, Contender, Unavailable, make
+from bench.contenders import CONTENDERS, TLS, VARIANTS, Contender, Unavailable, make
 from bench.fake_server import FakeServer
 from bench.results import Metric, Results
 
@@ -43,6 +48,7 @@ class Settings:
     memory_streams: int = 256
     import_runs: int = 5
     sse_events: int = 100_000
+    many_streams: int = 1024  # paced 1k and paced 1k uvloop
 
     @classmethod
     def quick(cls) -> Settings:
@@ -57,21 +63,42 @@ class Settings:
             sse_events=20_000,
         )
 
+    @classmethod
+    def smoke(cls) -> Settings:
+        """Does every scenario still run? Numbers meaningless; about a minute."""
+        return cls(
+            repeats=1,
+            bulk_n=2_000,
+            paced_streams=64,
+            paced_seconds=1.0,
+            tool_n=2_000,
+            scale_large=5_000,
+            memory_streams=32,
+            import_runs=1,
+            sse_events=5_000,
+        )
+
 
 Scenario = Callable[[Settings, FakeServer, Results], Awaitable[None]]
 
 
 @contextlib.asynccontextmanager
 async def _contenders(
-    url: str, results: Results, extra: tuple[str, ...] = ()
+    url: str,
+    results: Results,
+    scenario: str,
+    names: Iterable[str] = CONTENDERS,
+    tls: TLS | None = None,
 ) -> AsyncIterator[list[Contender]]:
+    """The contenders ``names`` that can run, opened and warmed up; the others are recorded as
+    unavailable in ``scenario`` (n/a rows and a "Not run" line)."""
     async with contextlib.AsyncExitStack() as stack:
         ready = []
-        for name in (*CONTENDERS, *extra):
+        for name in names:
             try:
-                ready.append(await stack.enter_async_context(make(name, url)))
+                ready.append(await stack.enter_async_context(make(name, url, tls)))
             except Unavailable as exc:
-                results.missing[name] = str(exc)
+                results.unavailable[scenario, name] = str(exc)
         for contender in ready:  # warm up: connections, lazy imports, caches
             await contender.run(Spec(n=200))
         yield ready
@@ -96,48 +123,210 @@ async def bulk(settings: Settings, server: FakeServer, results: Results) -> None
     """20,000 content chunks as fast as the socket takes them."""
     metric = Metric("bulk", f"CPU µs/event, {settings.bulk_n:,} chunks")
     spec = Spec(n=settings.bulk_n)
-    async with _contenders(server.url, results) as contenders:
+    async with _contenders(server.url, results, "bulk") as contenders:
         for contender in _rounds(settings, contenders):
             results.add(metric, contender.name, await _cpu_us(contender, spec, spec.n))
 
 
-async def paced(settings: Settings, server: FakeServer, results: Results) -> None:
-    """``paced_streams`` concurrent streams at ``rate`` events/s each, on one client."""
+@dataclass(frozen=True)
+class PacedRun:
+    cpu_us: float  # client CPU per event
+    p50_ms: float
+    p99_ms: float
+    wall_s: float
+    server_pct: float  # fake server CPU, % of one core
+    events: int
+
+
+def _behind(settings: Settings, run: PacedRun) -> bool:
+    """Whether a paced run fell behind: then the client read several events per read and its
+    CPU per event looks cheaper than it is."""
+    return run.wall_s > settings.paced_seconds * 1.1 + 0.25
+
+
+def _note_behind(results: Results, scenario: str, behind: dict[str, list[bool]]) -> None:
+    for name, runs in behind.items():
+        if any(runs):
+            results.notes.append(
+                f"{scenario}: {name} fell behind in {sum(runs)} of {len(runs)} run(s) (wall time "
+                "over 1.1x the paced time): its CPU/event there is flattered by reading several "
+                "events per read, and its delays are the backlog."
+            )
+
+
+async def _paced_once(
+    contender: Contender, server: FakeServer, spec: Spec, streams: int
+) -> PacedRun:
+    """``streams`` concurrent paced streams on one contender; delay = consumer time minus the
+    send time the server wrote into the text."""
+    delays: list[float] = []
+    now = time.time
+
+    def sink(text: str, delays: list[float] = delays, now: Callable[[], float] = now) -> None:
+        delays.append(now() - float(text))
+
+    gc.collect()
+    start, wall, served = time.process_time(), time.perf_counter(), server.cpu_seconds()
+    await asyncio.gather(*(contender.run(spec, sink) for _ in range(streams)))
+    used = time.process_time() - start
+    wall = time.perf_counter() - wall
+    served = server.cpu_seconds() - served
+    ms = sorted(d * 1e3 for d in delays) or [float("nan")]
+    return PacedRun(
+        cpu_us=used / max(len(delays), 1) * 1e6,
+        p50_ms=ms[len(ms) // 2],
+        p99_ms=ms[min(len(ms) - 1, int(len(ms) * 0.99))],
+        wall_s=wall,
+        server_pct=served / wall * 100,
+        events=len(delays),
+    )
+
+
+async def _paced_rounds(
+    settings: Settings,
+    server: FakeServer,
+    results: Results,
+    scenario: str,
+    streams: int,
+    names: Iterable[str],
+) -> None:
+    """The paced measurement: ``streams`` streams at ``rate`` events/s each, on one client;
+    CPU per event, delay p50/p99, wall time and the fake server's CPU, per contender."""
     n = int(settings.rate * settings.paced_seconds)
     spec = Spec(mode="paced", n=n, rate=settings.rate)
-    streams = settings.paced_streams
-    label = f"{streams} streams at {settings.rate:g}/s"
-    cpu = Metric("paced", f"CPU µs/event, {label}")
-    p50 = Metric("paced", "delay p50, ms", ratios=False, digits=2)
-    p99 = Metric("paced", "delay p99, ms", ratios=False, digits=2)
-    took = Metric("paced", f"run wall time, s ({settings.paced_seconds:g} if on time)", False)
-    server_cpu = Metric("paced", "fake server CPU, % of 1 core", ratios=False, digits=0)
-    async with _contenders(server.url, results) as contenders:
+    label = f"{streams:,} streams at {settings.rate:g}/s"
+    cpu = Metric(scenario, f"CPU µs/event, {label}")
+    p50 = Metric(scenario, "delay p50, ms", ratios=False, digits=2)
+    p99 = Metric(scenario, "delay p99, ms", ratios=False, digits=2)
+    took = Metric(scenario, f"run wall time, s ({settings.paced_seconds:g} if on time)", False)
+    server_cpu = Metric(scenario, "fake server CPU, % of 1 core", ratios=False, digits=0)
+    async with _contenders(server.url, results, scenario, names) as contenders:
         for contender in contenders:  # open all the connections once
             await asyncio.gather(*(contender.run(Spec(n=1)) for _ in range(streams)))
+        behind: dict[str, list[bool]] = {}
         for contender in _rounds(settings, contenders):
-            delays: list[float] = []
-            now = time.time
+            run = await _paced_once(contender, server, spec, streams)
+            behind.setdefault(contender.name, []).append(_behind(settings, run))
+            if run.events != streams * n:
+                results.notes.append(
+                    f"{scenario}: {contender.name} got {run.events:,} of {streams * n:,} events"
+                )
+            results.add(cpu, contender.name, run.cpu_us)
+            results.add(p50, contender.name, run.p50_ms)
+            results.add(p99, contender.name, run.p99_ms)
+            results.add(took, contender.name, run.wall_s)
+            results.add(server_cpu, contender.name, run.server_pct)
+        _note_behind(results, scenario, behind)
 
-            def sink(
-                text: str, delays: list[float] = delays, now: Callable[[], float] = now
-            ) -> None:
-                delays.append(now() - float(text))
 
-            gc.collect()
-            start, wall, served = time.process_time(), time.perf_counter(), server.cpu_seconds()
-            await asyncio.gather(*(contender.run(spec, sink) for _ in range(streams)))
-            used = time.process_time() - start
-            wall = time.perf_counter() - wall
-            served = server.cpu_seconds() - served
-            if len(delays) != streams * n:
-                results.notes.append(f"paced: {contender.name} got {len(delays)} events")
-            ms = sorted(d * 1e3 for d in delays)
-            results.add(cpu, contender.name, used / len(delays) * 1e6)
-            results.add(p50, contender.name, ms[len(ms) // 2])
-            results.add(p99, contender.name, ms[min(len(ms) - 1, int(len(ms) * 0.99))])
-            results.add(took, contender.name, wall)
-            results.add(server_cpu, contender.name, served / wall * 100)
+async def paced(settings: Settings, server: FakeServer, results: Results) -> None:
+    """``paced_streams`` concurrent streams at ``rate`` events/s each, on one client; also the
+    ``VARIANTS`` of ours (``Config`` overrides, e.g. ``resume=off``)."""
+    names = (*CONTENDERS, *VARIANTS)
+    await _paced_rounds(settings, server, results, "paced", settings.paced_streams, names)
+
+
+MANY = ("ours (asyncio)", "floor asyncio")  # the contenders that keep up with 1,024 streams
+
+
+async def paced_1k(settings: Settings, server: FakeServer, results: Results) -> None:
+    """``many_streams`` (1,024) paced streams on one client: ours and the plain asyncio floor
+    (httpx and the OpenAI SDK cannot keep up with 51,200 events/s)."""
+    await _paced_rounds(settings, server, results, "paced 1k", settings.many_streams, MANY)
+
+
+async def paced_1k_uvloop(settings: Settings, server: FakeServer, results: Results) -> None:
+    """``paced 1k`` again with both clients on a uvloop event loop (in a thread of its own;
+    this process's main loop only waits meanwhile). Skipped when uvloop is not installed."""
+    try:
+        import uvloop
+    except ImportError:
+        why = "uvloop is not installed (`pip install uvloop`; it is in the bench extra)"
+        results.skipped["paced 1k uvloop"] = why
+        print(f"# paced 1k uvloop: skipped: {why}", file=sys.stderr, flush=True)
+        return
+    run = _paced_rounds(settings, server, results, "paced 1k uvloop", settings.many_streams, MANY)
+
+    def in_uvloop() -> None:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(run)
+
+    await asyncio.to_thread(in_uvloop)
+    version = importlib.metadata.version("uvloop")
+    results.notes.append(
+        f"paced 1k uvloop: uvloop {version}; the clients run on a uvloop loop in a thread "
+        "while the harness's own loop waits idle (CPU is still the whole process's)."
+    )
+
+
+TLS_NAMES = ("ours (asyncio)", "ours (httpx)", "floor asyncio", "floor httpx")
+
+
+async def https(settings: Settings, server: FakeServer, results: Results) -> None:
+    """CPU per event over https:// vs http://, the same contenders side by side: bulk streams
+    and ``paced_streams`` paced streams, against a second fake server in TLS mode (a
+    throwaway CA made by trustme). Skipped when trustme is not installed."""
+    try:
+        import trustme  # noqa: F401 - only to know whether the TLS server can start
+    except ImportError:
+        why = "trustme is not installed (`pip install trustme`; it is in the bench extra)"
+        results.skipped["https"] = why
+        print(f"# https: skipped: {why}", file=sys.stderr, flush=True)
+        return
+    streams = settings.paced_streams
+    n_paced = int(settings.rate * settings.paced_seconds)
+    bulk_spec = Spec(n=settings.bulk_n)
+    paced_spec = Spec(mode="paced", n=n_paced, rate=settings.rate)
+    label = f"{streams:,} streams at {settings.rate:g}/s"
+    metrics = {
+        scheme: (
+            Metric("https", f"bulk CPU µs/event, {settings.bulk_n:,} chunks, {scheme}"),
+            Metric("https", f"paced CPU µs/event, {label}, {scheme}"),
+            Metric("https", f"paced delay p99, ms, {scheme}", ratios=False, digits=2),
+        )
+        for scheme in ("https", "http")
+    }
+    bulk_ratio = Metric("https", "bulk CPU/event, https / http", ratios=False, digits=2)
+    paced_ratio = Metric("https", "paced CPU/event, https / http", ratios=False, digits=2)
+    behind: dict[str, list[bool]] = {}
+    with FakeServer(workers=server.workers, tls=True) as secure:
+        tls = TLS(secure.ca_file, secure.client_context())
+        async with contextlib.AsyncExitStack() as stack:
+            sides: list[tuple[str, FakeServer, list[Contender]]] = []
+            for scheme, where, trust in (("https", secure, tls), ("http", server, None)):
+                ready = await stack.enter_async_context(
+                    _contenders(where.url, results, "https", TLS_NAMES, trust)
+                )
+                for contender in ready:  # open the pooled connections once
+                    await asyncio.gather(*(contender.run(Spec(n=1)) for _ in range(streams)))
+                sides.append((scheme, where, ready))
+            for _ in range(settings.repeats):
+                for scheme, where, ready in sides:
+                    m_bulk, m_paced, m_p99 = metrics[scheme]
+                    for contender in ready:
+                        us = await _cpu_us(contender, bulk_spec, bulk_spec.n)
+                        results.add(m_bulk, contender.name, us)
+                        run = await _paced_once(contender, where, paced_spec, streams)
+                        results.add(m_paced, contender.name, run.cpu_us)
+                        results.add(m_p99, contender.name, run.p99_ms)
+                        key = f"{contender.name} over {scheme}"
+                        behind.setdefault(key, []).append(_behind(settings, run))
+                        if run.events != streams * n_paced:
+                            results.notes.append(
+                                f"https: {contender.name} over {scheme} got {run.events:,} "
+                                f"of {streams * n_paced:,} events"
+                            )
+    _note_behind(results, "https", behind)
+    for name in TLS_NAMES:
+        for ratio, index in ((bulk_ratio, 0), (paced_ratio, 1)):
+            a = results.best(metrics["https"][index], name)
+            b = results.best(metrics["http"][index], name)
+            if a and b:
+                results.add(ratio, name, a / b)
+    results.notes.append(
+        "https: ours sends `Connection: close` (llama-server closes after every stream), so it "
+        "pays a TLS handshake per stream; the floors keep their connections."
+    )
 
 
 async def tools(settings: Settings, server: FakeServer, results: Results) -> None:
@@ -146,7 +335,8 @@ async def tools(settings: Settings, server: FakeServer, results: Results) -> Non
     reasoning = Metric("tools", f"reasoning→content, CPU µs/event, {n:,} chunks")
     tool = Metric("tools", f"1 tool call, CPU µs/fragment, {n:,} fragments")
     specs = ((reasoning, Spec(kind="reasoning", n=n)), (tool, Spec(kind="tool", n=n)))
-    async with _contenders(server.url, results, extra=("ours (asyncio) +live",)) as contenders:
+    names = (*CONTENDERS, "ours (asyncio) +live")
+    async with _contenders(server.url, results, "tools", names) as contenders:
         for contender in _rounds(settings, contenders):
             for metric, spec in specs:
                 if spec.kind == "tool" or not contender.name.endswith("+live"):
@@ -159,7 +349,7 @@ async def scaling(settings: Settings, server: FakeServer, results: Results) -> N
     m_small = Metric("scaling", f"CPU µs/chunk, {small:,} chunks")
     m_large = Metric("scaling", f"CPU µs/chunk, {large:,} chunks")
     ratio = Metric("scaling", f"{large:,} / {small:,} per-chunk cost", ratios=False, digits=2)
-    async with _contenders(server.url, results) as contenders:
+    async with _contenders(server.url, results, "scaling") as contenders:
         for _ in range(max(settings.repeats, 3)):
             for contender in contenders:
                 results.add(m_small, contender.name, await _cpu_us(contender, Spec(n=small), small))
@@ -261,6 +451,9 @@ SCENARIOS: dict[str, Scenario] = {
     "sse": sse,
     "bulk": bulk,
     "paced": paced,
+    "paced1k": paced_1k,
+    "uvloop": paced_1k_uvloop,
+    "https": https,
     "tools": tools,
     "scaling": scaling,
     "memory": memory,

@@ -10,6 +10,7 @@ allows, ``ConnectError``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import NamedTuple
 
 import anyio
 
@@ -17,7 +18,13 @@ from .._protocol.retry import RETRYABLE_STATUS, backoff_seconds, retry_after_sec
 from .._protocol.status import is_loading, status_error
 from .._transports.base import Response, TransportError
 from .._types.config import Config
-from .._types.errors import ConnectError, LoadTimeoutError, ProtocolError, WaitTimeoutError
+from .._types.errors import (
+    ConnectError,
+    LoadTimeoutError,
+    ProtocolError,
+    StreamClosedEarlyError,
+    WaitTimeoutError,
+)
 from .._types.events import ChatEvent, Retrying, Waiting
 from .endpoint import Endpoint
 
@@ -62,6 +69,16 @@ class LoadingWait:
                 return
 
 
+class _Failed(NamedTuple):
+    """An attempt that got no streaming response."""
+
+    status: int | None  # None: the server was not reached
+    data: bytes = b""
+    error: str = ""
+    retry_after: float | None = None
+    location: str | None = None
+
+
 async def attempts(endpoint: Endpoint, body: bytes) -> AsyncIterator[list[ChatEvent] | Response]:
     """Yield waiting events, then the streaming Response (status < 300)."""
     config = endpoint.config
@@ -69,33 +86,29 @@ async def attempts(endpoint: Endpoint, body: bytes) -> AsyncIterator[list[ChatEv
     loading = LoadingWait(endpoint)
     while True:
         outcome = await _try_once(endpoint, config, body)
-        if not isinstance(outcome, tuple):
+        if not isinstance(outcome, _Failed):
             yield outcome
             return
-        status, data, error, retry_after = outcome
-        if status is not None and is_loading(status, data):
+        status = outcome.status
+        if status is not None and is_loading(status, outcome.data):
             if loading.since is None:
                 yield [Waiting(slot_busy=False)]
             await loading.wait()
             continue
         if status is not None and (status not in RETRYABLE_STATUS or attempt >= config.max_retries):
-            raise status_error(status, data)
+            raise status_error(status, outcome.data, outcome.location)
         if attempt >= config.max_retries:
-            raise ConnectError(error)
+            raise ConnectError(outcome.error)
         attempt += 1
         delay = backoff_seconds(
-            attempt, config.retry_backoff, config.retry_max_backoff, retry_after
+            attempt, config.retry_backoff, config.retry_max_backoff, outcome.retry_after
         )
-        yield [Retrying(attempt, int(delay * 1000), error)]
+        yield [Retrying(attempt, int(delay * 1000), outcome.error)]
         await anyio.sleep(delay)
 
 
-_Failed = tuple[int | None, bytes, str, float | None]
-
-
 async def _try_once(endpoint: Endpoint, config: Config, body: bytes) -> Response | _Failed:
-    """One POST: the Response when it is a success, else what failed (status or None for no
-    answer, the body, a short error text, the Retry-After delay)."""
+    """One POST: the Response when it is a success, else what failed."""
     try:
         with anyio.fail_after(config.wait_timeout):
             response = await endpoint.send(
@@ -104,14 +117,23 @@ async def _try_once(endpoint: Endpoint, config: Config, body: bytes) -> Response
     except TimeoutError:
         raise WaitTimeoutError(f"no response headers within {config.wait_timeout} s") from None
     except TransportError as exc:
-        if exc.kind == "protocol":
-            raise ProtocolError(f"the response is not valid HTTP/1.1 ({exc})") from None
-        return None, b"", f"{exc}", None
-    if response.status < 300:
+        return _unanswered(exc)
+    status = response.status
+    if status < 300:
         return response
     try:
         data = await endpoint.read_all(response)
     except TransportError:
         data = b""
     retry_after = retry_after_seconds(response.header("retry-after"))
-    return response.status, data, f"HTTP {response.status}", retry_after
+    return _Failed(status, data, f"HTTP {status}", retry_after, response.header("location"))
+
+
+def _unanswered(exc: TransportError) -> _Failed:
+    """No status line: only a connection that never reached the server may be tried again.
+    Once the server may have read the request, sending it again could run it twice."""
+    if exc.kind == "connect":
+        return _Failed(None, error=f"{exc}")
+    if exc.kind == "protocol":
+        raise ProtocolError(f"the response is not valid HTTP/1.1 ({exc})") from None
+    raise StreamClosedEarlyError(f"no response: {exc}") from None

@@ -41,7 +41,12 @@ class Endpoint:
             raise ValueError('transport "asyncio" speaks http:// only: use "httpx"')
         self._http_client = http_client
         self._transport = transport
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        # identity: we never ask for compression (a proxy that forces it is decoded or named).
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+        }
         if config.api_key is not None and not _printable_ascii(config.api_key):
             # Checked here so no HTTP stack ever puts the key into an error message.
             raise ValueError("api_key must be printable ASCII (the value is not shown)")

@@ -14,9 +14,13 @@ from .wire import ERROR_BODY_DECODER
 __all__ = ["is_loading", "status_error"]
 
 
-def status_error(status: int, data: bytes) -> HTTPStatusError:
-    """The typed error for a non-2xx answer whose body is ``data``."""
+def status_error(status: int, data: bytes, location: str | None = None) -> HTTPStatusError:
+    """The typed error for a non-2xx answer whose body is ``data``. A redirect is never
+    followed (it would re-send the prompt elsewhere): its error names the ``Location``."""
     text = data.decode("utf-8", "replace")
+    if 300 <= status < 400:
+        where = f"redirect to {location!r} not followed" if location else "redirect not followed"
+        return HTTPStatusError(status, f"{where}; {text}" if text else where)
     try:
         error = ERROR_BODY_DECODER.decode(data).error
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):

@@ -17,8 +17,10 @@ from .base import KEEPALIVE_SECONDS, Response, TransportError, TransportErrorKin
 __all__ = ["HttpxTransport", "map_error"]
 
 
-def map_error(exc: httpx.TransportError, started: bool) -> TransportError:
-    """Our error for an httpx failure; ``started``: the response head had arrived."""
+def map_error(exc: httpx.TransportError, started: bool, reused: bool = False) -> TransportError:
+    """Our error for an httpx failure; ``started``: the response head had arrived;
+    ``reused``: the request went out on a pooled connection (a "disconnected" one may then be
+    retried silently; on a fresh connection the server may have read the request)."""
     kind: TransportErrorKind
     if isinstance(exc, httpx.TimeoutException) and started:
         kind, what = "stall", "no bytes within the read timeout"
@@ -30,8 +32,10 @@ def map_error(exc: httpx.TransportError, started: bool) -> TransportError:
         kind, what = "connect", "the proxy refused the request"
     elif isinstance(exc, httpx.RemoteProtocolError) and "without sending" not in str(exc):
         kind, what = "protocol", "the response is not valid HTTP"
+    elif reused:
+        kind, what = "disconnected", "the pooled connection was closed before a response"
     else:
-        kind, what = "disconnected", "the connection was lost before a response"
+        kind, what = "read", "the server closed the connection before responding"
     return TransportError(kind, f"{what} ({type(exc).__name__})")
 
 
@@ -103,12 +107,31 @@ class HttpxTransport:
         # timeout for the body when the body is first iterated, from this same dict.
         timeouts = dict(request.extensions.get("timeout") or {})
         request.extensions["timeout"] = {**timeouts, "read": None}
+        reused = self._has_idle(request.url)
         try:
             response = await client.send(request, stream=True, follow_redirects=False)
         except httpx.TransportError as exc:
-            raise map_error(exc, started=False) from None
+            raise map_error(exc, started=False, reused=reused) from None
         request.extensions["timeout"] = {**timeouts, "read": read_timeout}
         return _HttpxResponse(response)
+
+    def _has_idle(self, url: httpx.URL) -> bool:
+        """Whether httpcore holds an idle connection to ``url``'s origin (it will reuse it).
+        Only known for the transport httpx makes itself; otherwise False, which is safe: a
+        failure is then never taken for a stale connection."""
+        pool = getattr(self._client, "_transport", None)
+        pool = getattr(pool, "_pool", None)
+        connections = getattr(pool, "connections", None)
+        if not isinstance(connections, list):
+            return False
+        default_port = 443 if url.scheme == "https" else 80
+        origin = (url.scheme.encode(), url.raw_host, url.port or default_port)
+        for conn in connections:
+            info = getattr(conn, "_origin", None)
+            here = (info.scheme, info.host, info.port) if info is not None else None
+            if here == origin and conn.is_idle():
+                return True
+        return False
 
     async def aclose(self) -> None:
         if self._owned:

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Mapping
-from typing import Final, cast
+from typing import Final, Literal, cast
 from urllib.parse import urlsplit
 
 from .base import KEEPALIVE_SECONDS, Response, TransportError
@@ -88,6 +88,7 @@ class _Connection(asyncio.BufferedProtocol):
         "body",
         "buffered",
         "error",
+        "exchanges",
         "expiry",
         "got_bytes",
         "head_only",
@@ -118,6 +119,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.pending = b""  # an incomplete line (head, chunk size, CRLF, trailer) so far
         self.left = 0  # body bytes still to come in this chunk / Content-Length body
         self.body: list[bytes] = []
+        self.exchanges = 0  # requests sent on this connection
         self.buffered = 0  # raw bytes received since the reader last took the body
         self.waiter: asyncio.Future[None] | None = None
         self.error: TransportError | None = None
@@ -267,8 +269,13 @@ class _Connection(asyncio.BufferedProtocol):
             if self.got_bytes:
                 self._fail(TransportError("read", f"connection lost in the response head: {exc}"))
             else:
-                why = f"connection reset: {exc!r}" if exc else "server closed the connection"
-                self._fail(TransportError("disconnected", f"{why} before responding"))
+                why = "connection reset" if exc else "server closed the connection"
+                # Only a reused keep-alive connection closed unanswered is stale (safe to send
+                # again); on a fresh one the server may have read the request.
+                kind: Literal["disconnected", "read"] = (
+                    "disconnected" if self.exchanges > 1 else "read"
+                )
+                self._fail(TransportError(kind, f"{why} before responding"))
             return
         elif _SIZE <= state <= _UNTIL_CLOSE:
             why = f"connection reset: {exc!r}" if exc else "server closed the connection"
@@ -375,6 +382,7 @@ class _Connection(asyncio.BufferedProtocol):
     def begin(self, request: bytes, *, head_only: bool, keep_alive: bool) -> None:
         """Reset for a new exchange and write ``request``."""
         self._leave_pool()
+        self.exchanges += 1
         self.state = _HEAD
         self.pending = b""
         self.left = 0

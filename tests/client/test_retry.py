@@ -17,6 +17,7 @@ import pytest
 
 from llamaclient import (
     Client,
+    ConnectError,
     Content,
     HTTPStatusError,
     Retrying,
@@ -30,9 +31,11 @@ from tests.support.faultserver import (
     FaultServer,
     Json,
     Request,
+    Reset,
     Response,
     Sleep,
     Status,
+    Step,
     chat_chunks,
     error_body,
     error_event,
@@ -231,18 +234,32 @@ async def test_stale_keep_alive_connection_is_retried_once_silently(
 async def test_stale_connection_is_retried_silently_only_once(
     server: FaultServer, make_client: ClientFactory
 ) -> None:
+    """The silent retry goes out on a fresh connection; when that one is closed unanswered
+    too, the server may have read the request: it is never sent a third time."""
     server.route("GET", "/slots", [Json(200, IDLE_SLOT)])
     server.route("POST", CHAT, [Close()], [Close()], stream(chat_chunks(["two"])))
-    client = make_client(max_retries=1)
+    client = make_client(max_retries=3)
     await client.slots()
     events, error = await drain(client.chat(user()))
-    assert error is None
-    assert len(events) == 2
-    retrying, content = events
-    assert isinstance(retrying, Retrying)
-    assert retrying.attempt == 1
-    assert content == Content("two")
-    assert len(posts(server)) == 3
+    assert events == []
+    assert isinstance(error, StreamClosedEarlyError)
+    assert error.partial is None
+    assert len(posts(server)) == 2
+
+
+@pytest.mark.parametrize("max_retries", [0, 2])
+@pytest.mark.parametrize("ending", [Close(), Reset()], ids=["close", "reset"])
+async def test_a_fresh_connection_closed_unanswered_is_never_sent_again(
+    server: FaultServer, make_client: ClientFactory, max_retries: int, ending: Step
+) -> None:
+    """A server that reads the request and closes (or resets) before any byte may have
+    started the generation: the POST goes out once, whatever ``max_retries`` says."""
+    server.route("POST", CHAT, [ending], stream(chat_chunks(["never"])))
+    events, error = await drain(make_client(max_retries=max_retries).chat(user()))
+    assert events == []
+    assert isinstance(error, StreamClosedEarlyError)
+    assert not isinstance(error, ConnectError)
+    assert len(posts(server)) == 1
 
 
 async def test_connection_closed_by_the_server_while_idle(transport: TransportName) -> None:

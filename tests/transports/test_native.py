@@ -399,13 +399,29 @@ async def test_closed_in_the_head_is_a_read_error(
 
 
 @pytest.mark.parametrize("end", [Close(), Reset()])
-async def test_no_response_at_all_is_disconnected(
+async def test_no_response_on_a_fresh_connection_is_a_read_error(
     server: FaultServer, transport: AsyncioTransport, end: Step
 ) -> None:
+    """The server may have read the request: not "disconnected", which means stale and
+    safe to send again."""
     server.route("GET", "/d", [end])
     with pytest.raises(TransportError) as info:
         await transport.send("GET", server.url + "/d", {}, None)
+    assert info.value.kind == "read"
+
+
+@pytest.mark.parametrize("end", [Close(), Reset()])
+async def test_no_response_on_a_reused_connection_is_disconnected(
+    server: FaultServer, transport: AsyncioTransport, end: Step
+) -> None:
+    server.route("GET", "/d", [Full(200, b"ok")], [end])
+    first = await transport.send("GET", server.url + "/d", {}, None)
+    assert await first.aread() == b"ok"
+    await first.aclose()
+    with pytest.raises(TransportError) as info:
+        await transport.send("GET", server.url + "/d", {}, None)
     assert info.value.kind == "disconnected"
+    assert server.requests[1].conn_id == server.requests[0].conn_id
 
 
 async def test_refused_is_connect() -> None:
