@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._policy.chat import ChatPolicies
 from ._policy.endpoint import Endpoint
+from ._policy.resume import cancel_conversation
 from ._protocol.body import build_body
 from ._stream import ChatStream
 from ._transports.base import Transport
@@ -73,7 +74,42 @@ class Client:
         ``lenient_arguments`` decodes them with the lenient rules (see ``ArgumentStream``).
         """
         body = build_body(self.config, request)
-        return ChatStream(self._policies, request, body, live_arguments, lenient_arguments)
+        resumer = self._policies.resumer()
+        return ChatStream(
+            self._policies, request, body, live_arguments, lenient_arguments, resumer=resumer
+        )
+
+    def reattach(
+        self,
+        conversation_id: str,
+        *,
+        offset: int = 0,
+        live_arguments: bool | Iterable[str] = False,
+        lenient_arguments: bool = True,
+    ) -> ChatStream:
+        """Pick up a streamed turn by its ``conversation_id`` (``ChatStream.conversation_id``),
+        e.g. after the process that started it restarted. From ``offset`` 0 the stream yields
+        every event of the turn and ends with the same Completion; a larger offset (body bytes
+        already seen) skips what came before it. ``ResumeError`` when the server's session is
+        gone (it keeps a finished turn 300 s)."""
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, not {offset}")
+        resumer = self._policies.resumer(conversation_id)
+        return ChatStream(
+            self._policies,
+            ChatRequest([]),
+            None,
+            live_arguments,
+            lenient_arguments,
+            resumer=resumer,
+            offset=offset,
+        )
+
+    async def cancel(self, conversation_id: str) -> bool:
+        """Stop the generation of ``conversation_id`` (``DELETE /v1/stream``), e.g. one a
+        killed process left running. True if the server acknowledged it. Never raises."""
+        status = await cancel_conversation(self._endpoint, conversation_id)
+        return status is not None and status < 300
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Run one chat to its end and return the Completion."""

@@ -9,7 +9,7 @@ longer referenced (the event loop then finalises its generator).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 
 import anyio
 
@@ -17,13 +17,14 @@ from ._arguments.routing import LiveArguments
 from ._arguments.stream import ArgumentStream
 from ._policy.budget import ThinkingBudget
 from ._policy.chat import ChatPolicies
+from ._policy.resume import Resumer, ResumeUnsupported
 from ._policy.slots import Ticket
 from ._protocol.assembler import Assembler
 from ._protocol.sse import SSEDecoder
 from ._transports.base import Response, TransportError
 from ._types.completion import Completion
 from ._types.errors import InferError, ProtocolError, StalledError, StreamClosedEarlyError
-from ._types.events import ChatEvent
+from ._types.events import ChatEvent, Resuming
 from ._types.request import ChatRequest
 
 __all__ = ["ChatStream"]
@@ -36,10 +37,12 @@ class _Shared:
     ChatStream: so dropping an unfinished ChatStream drops its generator at once, and the loop
     closes it (and with it the HTTP response) without waiting for the garbage collector."""
 
-    __slots__ = ("asm", "completion", "ended", "live", "response", "stopped")
+    __slots__ = ("asm", "completion", "ended", "live", "offset", "response", "resumer", "stopped")
 
-    def __init__(self) -> None:
+    def __init__(self, resumer: Resumer | None = None, offset: int = 0) -> None:
         self.asm = Assembler()
+        self.resumer = resumer
+        self.offset = offset  # body bytes received (where a resume picks up)
         self.live: LiveArguments | None = None
         self.completion: Completion | None = None
         self.response: Response | None = None
@@ -58,14 +61,17 @@ class ChatStream:
         self,
         policies: ChatPolicies,
         request: ChatRequest,
-        body: bytes,
+        body: bytes | None,
         live_arguments: bool | Iterable[str] = False,
         lenient_arguments: bool = True,
+        *,
+        resumer: Resumer | None = None,
+        offset: int = 0,
     ) -> None:
         self._policies = policies
         self.request = request
-        self._body = body
-        self._shared = _Shared()
+        self._body = body  # None: reattach to ``resumer``'s conversation at ``offset``
+        self._shared = _Shared(resumer, offset)
         self._live_tools = live_arguments
         self._lenient = lenient_arguments
         if live_arguments:
@@ -74,6 +80,13 @@ class ChatStream:
         self._batch: list[ChatEvent] = []
         self._pos = 0
         self._served = 0
+
+    @property
+    def conversation_id(self) -> str | None:
+        """The ``X-Conversation-Id`` of this stream (None when resume is off): give it to
+        ``Client.reattach`` from another process to pick the turn up, or ``Client.cancel``."""
+        resumer = self._shared.resumer
+        return None if resumer is None else resumer.conversation_id
 
     @property
     def completion(self) -> Completion:
@@ -152,7 +165,7 @@ class ChatStream:
 
 
 async def _run(
-    policies: ChatPolicies, request: ChatRequest, body: bytes, shared: _Shared
+    policies: ChatPolicies, request: ChatRequest, body: bytes | None, shared: _Shared
 ) -> AsyncGenerator[list[ChatEvent], None]:
     """The loop: wait for a response, then read → SSE framing → assembler → events."""
     slot = request.slot
@@ -165,27 +178,34 @@ async def _run(
         if response is None or shared.completion is not None:
             return  # stopped while waiting, or a whole (non-streamed) answer
         decoder = SSEDecoder()
-        read = response.read
+        read: Callable[[], Awaitable[bytes]] = response.read
         asm = shared.asm
-        while True:
-            chunk = await read()
-            payloads = decoder.feed(chunk) if chunk else decoder.flush()
+        done = False
+        while not done:
+            try:
+                chunk = await read()
+            except TransportError as exc:
+                resumer = _resumable(shared, exc)
+                if resumer is None:
+                    raise
+                async for events in _resume(shared, resumer, exc):
+                    yield events
+                read = _read_of(shared.response)
+                continue
+            shared.offset += len(chunk)
             if budget is None:
-                events, failure = _push_all(asm, payloads)
+                events, failure = _decode(shared, decoder, chunk)
             else:
-                events, failure = await _push_all_budgeted(asm, payloads, budget)
-            if shared.live is not None:
-                events = shared.live.process(events)
+                events, failure = await _decode_budgeted(shared, decoder, chunk, budget)
             if events:
                 yield events
             if failure is not None:
                 raise failure
-            if not chunk or asm.is_done:  # [DONE] ends it, even if the connection stays open
-                break
+            done = not chunk or asm.is_done  # [DONE] ends it, even if the connection stays open
         shared.completion = asm.finish(_capped(budget))
     except TransportError as exc:
         _after_break(exc, shared, _capped(budget), policies.config.stall_timeout)
-    except ProtocolError as exc:
+    except InferError as exc:
         if exc.partial is None:
             exc.partial = shared.asm.partial(_capped(budget))
         raise
@@ -193,10 +213,47 @@ async def _run(
         await _end(shared, policies, slot, ticket)
 
 
+def _resumable(shared: _Shared, error: TransportError) -> Resumer | None:
+    """The resumer, when a broken stream should be picked up rather than ended."""
+    resumer = shared.resumer
+    if resumer is None or shared.stopped or shared.asm.is_finished:
+        return None
+    return resumer if resumer.can_resume(error) else None
+
+
+async def _resume(
+    shared: _Shared, resumer: Resumer, error: TransportError
+) -> AsyncGenerator[list[ChatEvent], None]:
+    """Drop the broken response and get the rest of the body from the server's session
+    (``shared.response``). ``Resuming`` comes first on a server known to resume; on one not
+    yet known, once the resume worked, so a server that cannot resume reports the break
+    exactly as it would without resume, and no ``Resuming`` was shown for it."""
+    broken = shared.response
+    shared.response = None
+    if broken is not None:
+        with anyio.CancelScope(shield=True):
+            await broken.aclose()
+    event = Resuming(resumer.attempt + 1, shared.offset, f"{error}")
+    known = resumer.known_to_resume
+    if known:
+        yield [event]
+    try:
+        shared.response = await resumer.reconnect(shared.offset)
+    except ResumeUnsupported:
+        raise error from None
+    if not known:
+        yield [event]
+
+
+def _read_of(response: Response | None) -> Callable[[], Awaitable[bytes]]:
+    assert response is not None
+    return response.read
+
+
 async def _respond(
     policies: ChatPolicies,
     request: ChatRequest,
-    body: bytes,
+    body: bytes | None,
     ticket: Ticket | None,
     shared: _Shared,
 ) -> AsyncGenerator[list[ChatEvent], None]:
@@ -204,11 +261,14 @@ async def _respond(
     ``shared`` for the loop (and for ``aclose()`` from another task). A response that is not
     an event stream is read whole into ``shared.completion``."""
     response: Response | None = None
-    async for item in policies.open(request, body, ticket):
-        if isinstance(item, list):
-            yield item
-        else:
-            response = shared.response = item
+    if body is None and shared.resumer is not None:  # reattach: the server has the turn
+        response = shared.response = await shared.resumer.reconnect(shared.offset)
+    else:
+        async for item in policies.open(request, body or b"", ticket, shared.resumer):
+            if isinstance(item, list):
+                yield item
+            else:
+                response = shared.response = item
     if response is None or shared.stopped:  # aclose() from another task while we waited
         shared.response = None
         if response is not None:
@@ -225,34 +285,44 @@ def _capped(budget: ThinkingBudget | None) -> bool:
     return budget is not None and budget.capped
 
 
-def _push_all(asm: Assembler, payloads: list[bytes]) -> tuple[list[ChatEvent], InferError | None]:
-    """The events of one read's payloads. What arrived before an error in this read is
-    returned with it, so the events never depend on how the bytes were split into reads."""
+def _decode(
+    shared: _Shared, decoder: SSEDecoder, chunk: bytes
+) -> tuple[list[ChatEvent], InferError | None]:
+    """The events of one read (``b""``: the end of the body). What arrived before an error in
+    this read is returned with it, so the events never depend on how the bytes were split."""
+    asm = shared.asm
     events: list[ChatEvent] = []
+    failure: InferError | None = None
     try:
-        for payload in payloads:
+        for payload in decoder.feed(chunk) if chunk else decoder.flush():
             got = asm.push(payload)
             if events:
                 events += got
             else:
                 events = got
     except InferError as exc:
-        return events, exc
-    return events, None
+        failure = exc
+    if shared.live is not None:
+        events = shared.live.process(events)
+    return events, failure
 
 
-async def _push_all_budgeted(
-    asm: Assembler, payloads: list[bytes], budget: ThinkingBudget
+async def _decode_budgeted(
+    shared: _Shared, decoder: SSEDecoder, chunk: bytes, budget: ThinkingBudget
 ) -> tuple[list[ChatEvent], InferError | None]:
-    """:func:`_push_all` with the thinking budget checked after every payload."""
+    """:func:`_decode` with the thinking budget checked after every payload."""
+    asm = shared.asm
     events: list[ChatEvent] = []
+    failure: InferError | None = None
     try:
-        for payload in payloads:
+        for payload in decoder.feed(chunk) if chunk else decoder.flush():
             events += asm.push(payload)
             await budget.check(asm, events)
     except InferError as exc:
-        return events, exc
-    return events, None
+        failure = exc
+    if shared.live is not None:
+        events = shared.live.process(events)
+    return events, failure
 
 
 def _after_break(
@@ -288,6 +358,9 @@ async def _end(
         if shared.response is not None:
             with anyio.CancelScope(shield=True):
                 await shared.response.aclose()
+        if shared.resumer is not None and shared.completion is None and shared.offset >= 0:
+            # With X-Conversation-Id, closing the connection no longer stops the generation.
+            await shared.resumer.cancel()
     finally:
         if slot is not None and ticket is not None:
             policies.slots.leave(slot, ticket)

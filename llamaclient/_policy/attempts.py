@@ -9,7 +9,7 @@ allows, ``ConnectError``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import NamedTuple
 
 import anyio
@@ -79,13 +79,15 @@ class _Failed(NamedTuple):
     location: str | None = None
 
 
-async def attempts(endpoint: Endpoint, body: bytes) -> AsyncIterator[list[ChatEvent] | Response]:
+async def attempts(
+    endpoint: Endpoint, body: bytes, headers: Mapping[str, str] | None = None
+) -> AsyncIterator[list[ChatEvent] | Response]:
     """Yield waiting events, then the streaming Response (status < 300)."""
     config = endpoint.config
     attempt = 0
     loading = LoadingWait(endpoint)
     while True:
-        outcome = await _try_once(endpoint, config, body)
+        outcome = await _try_once(endpoint, config, body, headers)
         if not isinstance(outcome, _Failed):
             yield outcome
             return
@@ -107,12 +109,19 @@ async def attempts(endpoint: Endpoint, body: bytes) -> AsyncIterator[list[ChatEv
         await anyio.sleep(delay)
 
 
-async def _try_once(endpoint: Endpoint, config: Config, body: bytes) -> Response | _Failed:
+async def _try_once(
+    endpoint: Endpoint, config: Config, body: bytes, headers: Mapping[str, str] | None
+) -> Response | _Failed:
     """One POST: the Response when it is a success, else what failed."""
     try:
         with anyio.fail_after(config.wait_timeout):
             response = await endpoint.send(
-                "POST", CHAT_PATH, body, stream=True, read_timeout=config.stall_timeout
+                "POST",
+                CHAT_PATH,
+                body,
+                stream=True,
+                read_timeout=config.stall_timeout,
+                headers=headers,
             )
     except TimeoutError:
         raise WaitTimeoutError(f"no response headers within {config.wait_timeout} s") from None

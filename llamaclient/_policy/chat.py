@@ -12,6 +12,7 @@ from .._types.request import ChatRequest
 from .attempts import attempts
 from .budget import ThinkingBudget
 from .endpoint import Endpoint
+from .resume import Resumer, ResumeSupport, new_conversation_id
 from .slots import SlotGate, Ticket
 
 __all__ = ["ChatPolicies"]
@@ -20,25 +21,42 @@ __all__ = ["ChatPolicies"]
 class ChatPolicies:
     """The policies of one client, shared by its streams."""
 
-    __slots__ = ("config", "endpoint", "slots")
+    __slots__ = ("config", "endpoint", "resume_support", "slots")
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self.config: Config = endpoint.config
         self.slots = SlotGate(endpoint)
+        self.resume_support = ResumeSupport()
+
+    def resumer(self, conversation_id: str | None = None) -> Resumer | None:
+        """A new stream's resume bookkeeping (a fresh id unless given); None when resume is
+        off in the config and no id is given."""
+        if conversation_id is None:
+            if not self.config.resume:
+                return None
+            conversation_id = new_conversation_id()
+        return Resumer(self.endpoint, self.resume_support, conversation_id)
 
     def budget(self, request: ChatRequest) -> ThinkingBudget | None:
         return ThinkingBudget.for_request(self.endpoint, request.thinking_budget)
 
     async def open(
-        self, request: ChatRequest, body: bytes, ticket: Ticket | None
+        self,
+        request: ChatRequest,
+        body: bytes,
+        ticket: Ticket | None,
+        resumer: Resumer | None,
     ) -> AsyncIterator[list[ChatEvent] | Response]:
         """Yield waiting events, then the streaming Response (status < 300). The caller holds
         ``ticket`` (its place in the slot's line) until the stream ends."""
         if request.slot is not None and ticket is not None:
             async for event in self.slots.enter(request.slot, ticket, wait=request.wait):
                 yield [event]
-        async for item in attempts(self.endpoint, body):
+        headers = None
+        if resumer is not None:
+            headers = {**self.endpoint.chat_headers, "X-Conversation-Id": resumer.conversation_id}
+        async for item in attempts(self.endpoint, body, headers):
             yield item
 
     async def read_all(self, response: Response) -> bytes:

@@ -83,11 +83,13 @@ class Endpoint:
         *,
         stream: bool = False,
         read_timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         """One request; a stale pooled connection is retried once on a fresh one (nothing
-        reached the model, so that is always safe)."""
+        reached the model, so that is always safe). ``headers`` replace the defaults."""
         url = self.base + path
-        headers = self.chat_headers if stream else self.headers
+        if headers is None:
+            headers = self.chat_headers if stream else self.headers
         transport = self.transport
         try:
             return await transport.send(method, url, headers, body, read_timeout=read_timeout)

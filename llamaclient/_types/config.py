@@ -22,6 +22,10 @@ class Config(msgspec.Struct, frozen=True):
     - ``load_timeout``: how long to wait for a model that is loading (503 ``Loading model``).
     - ``max_retries``: safe retries before any output (refused/reset connection, 503, 429).
     - ``retry_backoff``/``retry_max_backoff``: exponential backoff base and cap, with jitter.
+    - ``resume``: streamed chats carry a fresh ``X-Conversation-Id``, so a connection that breaks
+      mid-stream is picked up where it was (``Resuming``), and the generation survives the
+      client (``Client.reattach``). Closing a stream cancels the generation explicitly. False:
+      a cut connection is a ``StreamClosedEarlyError`` and closing it cancels, as usual.
     - ``thinking_budget``: reasoning tokens before the client ends the reasoning (None: no cap);
       ``thinking_grace``: tokens allowed past it before ``ThinkingOverrunError``.
     - ``transport``: ``"auto"`` (the default: ``"asyncio"`` for ``http://``, ``"httpx"`` for
@@ -45,6 +49,7 @@ class Config(msgspec.Struct, frozen=True):
     max_retries: int = 3
     retry_backoff: float = 0.25
     retry_max_backoff: float = 8.0
+    resume: bool = True
     thinking_budget: int | None = None
     thinking_grace: int = 256
     transport: Literal["auto", "asyncio", "httpx"] = "auto"

@@ -9,6 +9,7 @@
     ├── LoadTimeoutError          the model was still loading after ``load_timeout``
     ├── StalledError              the stream sent no bytes at all for ``stall_timeout``
     ├── StreamClosedEarlyError    the body ended before a finish reason arrived
+    │   └── ResumeError           the cut stream could not be picked up (session gone)
     ├── ThinkingOverrunError      reasoning went on past the thinking budget plus its grace
     ├── HTTPStatusError           a non-2xx answer (``status``, ``body``)
     │   └── ContextOverflowError  the prompt does not fit the slot (``n_prompt_tokens``, ``n_ctx``)
@@ -34,6 +35,7 @@ __all__ = [
     "InferError",
     "LoadTimeoutError",
     "ProtocolError",
+    "ResumeError",
     "ServerError",
     "StalledError",
     "StreamClosedEarlyError",
@@ -81,6 +83,11 @@ class StalledError(InferError):
 
 class StreamClosedEarlyError(InferError):
     """The response body ended before a finish reason arrived (connection cut, server died)."""
+
+
+class ResumeError(StreamClosedEarlyError):
+    """The stream broke and could not be resumed: the server's session for the conversation
+    expired or was never made (404), or the offset was dropped from its buffer (400)."""
 
 
 class ThinkingOverrunError(InferError):

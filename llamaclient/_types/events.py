@@ -13,6 +13,7 @@
         case Waiting(slot_busy):   ...  # model loading (False) or pinned slot busy (True)
         case Retrying(attempt, after_ms, error): ...  # a safe retry, before any output
         case ThinkingCapped(tokens): ...  # the thinking budget ended the reasoning
+        case Resuming(attempt, offset, error): ...  # reconnecting after a cut: nothing lost
 
 Events are frozen: never filled in later.
 """
@@ -30,6 +31,7 @@ __all__ = [
     "Progress",
     "Queued",
     "Reasoning",
+    "Resuming",
     "Retrying",
     "ThinkingCapped",
     "ToolCallDelta",
@@ -117,6 +119,15 @@ class Retrying(msgspec.Struct, frozen=True, gc=False):
     error: str
 
 
+class Resuming(msgspec.Struct, frozen=True, gc=False):
+    """The connection broke mid-stream (``error``); reconnect ``attempt`` picks the stream up
+    at body byte ``offset``. Nothing is lost or repeated: the events go on where they were."""
+
+    attempt: int
+    offset: int
+    error: str
+
+
 ChatEvent = (
     Queued
     | Waiting
@@ -128,4 +139,5 @@ ChatEvent = (
     | ArgumentDelta
     | ThinkingCapped
     | Retrying
+    | Resuming
 )

@@ -225,7 +225,13 @@ async def test_a_thousand_streams_half_broken_off_leave_nothing_behind(
             async with anyio.create_task_group() as tg:
                 for i in range(total):
                     tg.start_soon(limited, i)
-            assert len(server.requests) == total
+            chats = [r for r in server.requests if r.path == CHAT]
+            assert len(chats) == total
+            # Each stream left early asks the server to stop its generation (resume is on by
+            # default), until the client learns this server has no resumable streams.
+            cancels = [r for r in server.requests if r.path != CHAT]
+            assert {(r.method, r.path) for r in cancels} <= {("DELETE", "/v1/stream")}
+            assert 1 <= len(cancels) <= concurrency
             await server.wait_for(lambda: len(server.disconnects) == total // 2, timeout=5.0)
             # Every connection a stream used is closed (or idle, and dropped by the server).
             await server.wait_closed_connections(timeout=3.0)
