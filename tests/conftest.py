@@ -1,7 +1,14 @@
-"""Shared fixtures and helpers for the client tests (``tests/test_client_*.py``).
+"""Shared fixtures and helpers for the client tests (``tests/client``, ``tests/live``).
 
+- ``anyio_backend``: every test marked ``anyio`` runs once per event loop, ``"asyncio"`` and
+  ``"trio"`` (anyio's pytest plugin runs the test and its async fixtures on it). Tests that
+  are about asyncio itself stay on pytest-asyncio (``@pytest.mark.asyncio``).
 - ``transport``: every fault-server test runs once per transport, ``"asyncio"`` and ``"httpx"``.
-- ``server``: a fresh :class:`~tests.support.faultserver.FaultServer` on loopback.
+  Our asyncio transport needs an asyncio loop: under trio the client always uses httpx, so
+  the (``trio``, ``asyncio``) combination is skipped at collection (impossible by design).
+- ``server``: a fresh :class:`~tests.support.faultserver.FaultServer` on loopback: in the
+  test's own loop under asyncio, in an asyncio loop of its own in a thread under trio (the
+  same API either way).
 - ``make_client``: builds ``Client`` objects for ``server`` over ``transport`` with small
   timeouts and fast backoff; on teardown every client is closed and the server must see all
   of its connections closed (a leaked connection fails the test).
@@ -13,7 +20,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 import pytest
-import pytest_asyncio
 
 from llamaclient import ChatEvent, ChatRequest, ChatStream, Client, Config, UserMessage
 from tests.support.faultserver import FaultServer
@@ -36,13 +42,37 @@ FAST: dict[str, Any] = {
 }
 
 
+BackendName = Literal["asyncio", "trio"]
+BACKENDS: tuple[BackendName, ...] = ("asyncio", "trio")
+TRIO_NEEDS_HTTPX = (
+    "the asyncio transport needs an asyncio event loop; under trio the client uses httpx"
+)
+
+
+@pytest.fixture(params=[pytest.param(name, id=name) for name in BACKENDS])
+def anyio_backend(request: pytest.FixtureRequest) -> BackendName:
+    """The event loop of every ``anyio`` test (overrides the plugin's asyncio-only default)."""
+    name: BackendName = request.param
+    return name
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip the (trio, asyncio transport) combinations: they cannot exist."""
+    for item in items:
+        params = getattr(item, "callspec", None)
+        if params is None or params.params.get("anyio_backend") != "trio":
+            continue
+        if "asyncio" in (params.params.get("transport"), params.params.get("live_transport")):
+            item.add_marker(pytest.mark.skip(reason=TRIO_NEEDS_HTTPX))
+
+
 @pytest.fixture(params=TRANSPORTS)
 def transport(request: pytest.FixtureRequest) -> TransportName:
     name: TransportName = request.param
     return name
 
 
-@pytest_asyncio.fixture
+@pytest.fixture
 async def server() -> AsyncIterator[FaultServer]:
     async with FaultServer(hold_timeout=10.0) as srv:
         yield srv
@@ -53,7 +83,7 @@ def make_config(base_url: str, transport: TransportName, **overrides: Any) -> Co
     return Config(base_url, **fields)
 
 
-@pytest_asyncio.fixture
+@pytest.fixture
 async def make_client(
     server: FaultServer, transport: TransportName
 ) -> AsyncIterator[ClientFactory]:

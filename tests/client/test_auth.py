@@ -39,7 +39,7 @@ from tests.support.faultserver import (
     stream,
 )
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
 
 KEY = "sk-SECRET-0123456789abcdef"
 LOADING = {"error": {"message": "Loading model", "type": "unavailable_error", "code": 503}}

@@ -11,7 +11,7 @@ from llamaclient import Content, ProtocolError, StalledError
 from tests.conftest import CHAT, ClientFactory, drain, user
 from tests.support.faultserver import FaultServer, Hold, Json, Raw, Response, Status, Step
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
 
 HALF_BODY = [
     Status(500, {"Content-Type": "application/json", "Content-Length": "100"}, chunked=False),

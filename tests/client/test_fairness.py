@@ -1,19 +1,24 @@
 """A consumer slower than the server never starves the other tasks of the event loop: reads
-that always find data buffered still give other tasks a turn now and then."""
+that always find data buffered still give other tasks a turn now and then.
+
+Both event loops: trio makes every read a scheduling point anyway, asyncio does not (a
+read that finds data buffered returns without a turn), so the client's turns matter there."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 from llamaclient import ChatRequest, Client, Config, UserMessage
 from llamaclient._stream import _FAIRNESS_EVENTS
 from tests.support.faultserver import FaultServer, chat_chunks, stream
 
+pytestmark = pytest.mark.anyio
 
-@pytest.mark.asyncio
+
 @pytest.mark.parametrize("transport", ["asyncio", "httpx"])
 async def test_slow_consumer_leaves_the_loop_to_other_tasks(transport: str) -> None:
     texts = [f"t{i} " for i in range(200)]
@@ -23,22 +28,23 @@ async def test_slow_consumer_leaves_the_loop_to_other_tasks(transport: str) -> N
         nonlocal ticks
         while True:
             ticks += 1
-            await asyncio.sleep(0)
+            await anyio.lowlevel.checkpoint()
 
     async with FaultServer() as srv:
         srv.route("POST", "/v1/chat/completions", stream(chat_chunks(texts)))
         config = Config(srv.url, transport=transport)  # type: ignore[arg-type]
         async with Client(config) as client, client.chat(ChatRequest([UserMessage("hi")])) as s:
             await anext(s)  # the request is out and the first event in
-            await asyncio.sleep(0.3)  # let the whole answer arrive and wait in buffers
-            task = asyncio.create_task(ticker())
-            await asyncio.sleep(0)
-            ticks = 0
-            events = 1
-            async for _ in s:
-                events += 1
-                time.sleep(0.001)  # noqa: ASYNC251 - a slow, synchronous consumer on purpose
-            task.cancel()
+            await anyio.sleep(0.3)  # let the whole answer arrive and wait in buffers
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ticker)
+                await anyio.lowlevel.checkpoint()
+                ticks = 0
+                events = 1
+                async for _ in s:
+                    events += 1
+                    time.sleep(0.001)  # noqa: ASYNC251 - a slow, synchronous consumer on purpose
+                tg.cancel_scope.cancel()
     assert events == 200
     # Without the fairness turns the ticker would not run at all while the buffered events
     # drain (measured: 0 or 1); with a turn every 32 events it runs at least 6 times.

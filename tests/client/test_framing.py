@@ -53,6 +53,8 @@ from tests.support.faultserver import (
     stream,
 )
 
+pytestmark = pytest.mark.anyio
+
 BASE = "http://llama.test"
 ROLE = {"role": "assistant", "content": None}
 CALL_ID = "x" * 32
@@ -213,7 +215,6 @@ def same(a: Outcome, b: Outcome) -> bool:
     return events_a == events_b and end_a == end_b
 
 
-@pytest.mark.asyncio
 async def test_one_read_per_byte_gives_the_same_events_and_completion() -> None:
     async with respx.mock(base_url=BASE) as router, Client(Config(BASE, transport="httpx")) as c:
         route = router.post(CHAT)
@@ -222,7 +223,6 @@ async def test_one_read_per_byte_gives_the_same_events_and_completion() -> None:
         assert same(await run_reads(c, route, every_byte(RICH)), whole)
 
 
-@pytest.mark.asyncio
 async def test_every_single_split_point_gives_the_same_result() -> None:
     async with respx.mock(base_url=BASE) as router, Client(Config(BASE, transport="httpx")) as c:
         route = router.post(CHAT)
@@ -240,7 +240,6 @@ async def test_every_single_split_point_gives_the_same_result() -> None:
         assert bad == []
 
 
-@pytest.mark.asyncio
 async def test_random_sets_of_split_points_give_the_same_result() -> None:
     rng = random.Random(20261130)
     async with respx.mock(base_url=BASE) as router, Client(Config(BASE, transport="httpx")) as c:
@@ -253,7 +252,6 @@ async def test_random_sets_of_split_points_give_the_same_result() -> None:
 
 
 @pytest.mark.parametrize("size", [4096, 65536], ids=["4KiB-reads", "64KiB-reads"])
-@pytest.mark.asyncio
 async def test_one_megabyte_line_in_exact_reads(size: int) -> None:
     pieces = [BIG_BODY[i : i + size] for i in range(0, len(BIG_BODY), size)]
     async with respx.mock(base_url=BASE) as router, Client(Config(BASE, transport="httpx")) as c:
@@ -265,7 +263,6 @@ async def test_one_megabyte_line_in_exact_reads(size: int) -> None:
     assert end.reasoning_content == BIG
 
 
-@pytest.mark.asyncio
 async def test_events_before_an_in_band_error_do_not_depend_on_reads() -> None:
     body = b"".join([*chat_chunks(["Hel", "lo"], finish_reason=None, done=False),
                      error_event("Compute error.")])
@@ -279,7 +276,6 @@ async def test_events_before_an_in_band_error_do_not_depend_on_reads() -> None:
         assert same(whole, by_byte), whole
 
 
-@pytest.mark.asyncio
 async def test_thinking_budget_does_not_depend_on_reads() -> None:
     body = b"".join(chat_chunks(["Answer"], reasoning=["a", "b", "c", "d"]))
     expected = [Reasoning("a"), Reasoning("b"), ThinkingCapped(2), Reasoning("c"),
@@ -296,7 +292,6 @@ async def test_thinking_budget_does_not_depend_on_reads() -> None:
         assert whole[1].thinking_capped is True
 
 
-@pytest.mark.asyncio
 async def test_own_httpx_client_is_used_and_left_open() -> None:
     async with respx.mock(base_url=BASE) as router, httpx.AsyncClient() as http:
         route = router.post(CHAT)
@@ -322,13 +317,11 @@ async def run_server(make_client: ClientFactory) -> Outcome:
     return events, error if error is not None else stream_.completion
 
 
-@pytest.mark.asyncio
 async def test_one_http_chunk_per_byte(server: FaultServer, make_client: ClientFactory) -> None:
     server.route("POST", CHAT, byte_chunks(RICH))
     assert await run_server(make_client) == (RICH_EVENTS, RICH_COMPLETION)
 
 
-@pytest.mark.asyncio
 async def test_all_events_in_one_http_chunk(
     server: FaultServer, make_client: ClientFactory
 ) -> None:
@@ -336,7 +329,6 @@ async def test_all_events_in_one_http_chunk(
     assert await run_server(make_client) == (RICH_EVENTS, RICH_COMPLETION)
 
 
-@pytest.mark.asyncio
 async def test_utf8_sequences_split_across_reads(
     server: FaultServer, make_client: ClientFactory
 ) -> None:
@@ -354,7 +346,6 @@ async def test_utf8_sequences_split_across_reads(
     assert end.content == text
 
 
-@pytest.mark.asyncio
 async def test_pings_anywhere_are_ignored(
     server: FaultServer, make_client: ClientFactory
 ) -> None:
@@ -369,7 +360,6 @@ async def test_pings_anywhere_are_ignored(
 
 
 @pytest.mark.parametrize("tail", [b"", b"\n"], ids=["no-newline", "one-newline"])
-@pytest.mark.asyncio
 async def test_last_event_without_its_blank_line(
     server: FaultServer, make_client: ClientFactory, tail: bytes
 ) -> None:
@@ -383,7 +373,6 @@ async def test_last_event_without_its_blank_line(
 
 
 @pytest.mark.parametrize("piece", [None, 65536, 4096], ids=["one-chunk", "64KiB", "4KiB"])
-@pytest.mark.asyncio
 async def test_one_megabyte_lines(
     server: FaultServer, make_client: ClientFactory, piece: int | None
 ) -> None:

@@ -57,6 +57,8 @@ from llamaclient import (
 from tests.conftest import drain
 from tests.support.reference import fold
 
+pytestmark = pytest.mark.anyio
+
 DIRECTORY = Path(
     os.environ.get("LLAMACLIENT_RECORDINGS", Path(__file__).parents[2] / "recordings")
 )
@@ -321,7 +323,6 @@ def test_assembler_matches_reference_decoder(name: str) -> None:
 
 
 # -- 2. the client, replayed through respx at every split --------------------------------------
-@pytest.mark.asyncio
 @pytest.mark.parametrize("split", sorted(SPLITS))
 @pytest.mark.parametrize("name", STREAMED)
 async def test_client_replay_matches_assembler(name: str, split: str) -> None:
@@ -394,7 +395,6 @@ async def replay_error(name: str) -> tuple[list[ChatEvent], BaseException | None
         return events, error, route.call_count
 
 
-@pytest.mark.asyncio
 async def test_context_overflow_replay() -> None:
     events, error, calls = await replay_error("context_overflow")
     body = json.loads(rec("context_overflow").body)["error"]
@@ -407,7 +407,6 @@ async def test_context_overflow_replay() -> None:
     assert error.partial is None
 
 
-@pytest.mark.asyncio
 @pytest.mark.parametrize("name", ["validation_error", "validation_error_500", "not_found"])
 async def test_status_error_replay(name: str) -> None:
     events, error, calls = await replay_error(name)
@@ -418,7 +417,6 @@ async def test_status_error_replay(name: str) -> None:
     assert error.partial is None
 
 
-@pytest.mark.asyncio
 async def test_not_found_on_a_helper() -> None:
     async with respx.mock(base_url=BASE) as router, Client(Config(BASE, **TEST_CONFIG)) as client:
         router.get("/props").mock(side_effect=responder(rec("not_found")))
@@ -428,7 +426,6 @@ async def test_not_found_on_a_helper() -> None:
     assert json.loads(info.value.body) == json.loads(rec("not_found").body)
 
 
-@pytest.mark.asyncio
 @pytest.mark.parametrize(
     "then", ["reasoning_answer", "tool_call", "inband_error", "context_overflow"]
 )
@@ -460,7 +457,6 @@ async def test_loading_503_then_the_next_response(then: str) -> None:
 
 
 # -- the thinking-control pair as a thinking-budget run -----------------------------------------
-@pytest.mark.asyncio
 @pytest.mark.parametrize("split", ["server-chunks", "every-7"])
 async def test_thinking_budget_replay_posts_the_recorded_control_call(split: str) -> None:
     stream_rec, call_rec = rec("thinking_control"), rec(CONTROL_CALL)

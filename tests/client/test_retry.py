@@ -10,9 +10,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
+import anyio
 import pytest
 
 from llamaclient import (
@@ -42,7 +42,7 @@ from tests.support.faultserver import (
     stream,
 )
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
 
 LOADING = {"error": {"message": "Loading model", "type": "unavailable_error", "code": 503}}
 OK = stream(chat_chunks(["Hi"]))
@@ -166,7 +166,7 @@ async def test_non_retryable_status_is_never_retried(
     assert events == []
     assert isinstance(error, HTTPStatusError)
     assert error.status == status
-    await asyncio.sleep(0.05)
+    await anyio.sleep(0.05)
     assert len(posts(server)) == 1
 
 
@@ -178,7 +178,7 @@ async def test_no_retry_once_the_stream_has_started(
     events, error = await drain(make_client(max_retries=3).chat(user()))
     assert events == [Content("Hel")]
     assert isinstance(error, StreamClosedEarlyError)
-    await asyncio.sleep(0.05)
+    await anyio.sleep(0.05)
     assert len(posts(server)) == 1
 
 
@@ -192,7 +192,7 @@ async def test_no_retry_after_an_in_band_error(
     assert events == [Content("Hel")]
     assert isinstance(error, ServerError)
     assert error.code == 503
-    await asyncio.sleep(0.05)
+    await anyio.sleep(0.05)
     assert len(posts(server)) == 1
 
 
@@ -204,7 +204,7 @@ async def test_no_retry_of_a_started_stream_without_events(
     events, error = await drain(make_client(max_retries=3).chat(user()))
     assert events == []
     assert isinstance(error, StreamClosedEarlyError)
-    await asyncio.sleep(0.05)
+    await anyio.sleep(0.05)
     assert len(posts(server)) == 1
 
 

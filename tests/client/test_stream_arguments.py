@@ -4,10 +4,10 @@ chat."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
+import anyio
 import pytest
 
 from llamaclient import (
@@ -24,6 +24,8 @@ from llamaclient import (
 )
 from llamaclient._types.events import ChatEvent
 from tests.support.faultserver import DONE, FaultServer, chat_chunk, sse, stream
+
+pytestmark = pytest.mark.anyio
 
 ARGS = json.dumps({"path": "notes.txt", "content": 'line "1"\nline 2 \u00e9 \U0001f600'})
 PIECES = [ARGS[i : i + 7] for i in range(0, len(ARGS), 7)]
@@ -83,7 +85,6 @@ async def run(srv: FaultServer, **kwargs: Any) -> tuple[list[ChatEvent], Client]
     return events, client
 
 
-@pytest.mark.asyncio
 async def test_argument_delta_events_decode_every_string_field() -> None:
     async with FaultServer() as srv:
         srv.route("POST", "/v1/chat/completions", tool_stream(PIECES))
@@ -100,7 +101,6 @@ async def test_argument_delta_events_decode_every_string_field() -> None:
     assert isinstance(events[first - 1], ToolCallDelta)
 
 
-@pytest.mark.asyncio
 async def test_live_arguments_for_named_tools_only() -> None:
     async with FaultServer() as srv:
         srv.route("POST", "/v1/chat/completions", tool_stream(PIECES))
@@ -108,7 +108,6 @@ async def test_live_arguments_for_named_tools_only() -> None:
     assert not [e for e in events if isinstance(e, ArgumentDelta)]
 
 
-@pytest.mark.asyncio
 async def test_tool_call_done_is_yielded_before_the_next_call_streams() -> None:
     async with FaultServer() as srv:
         srv.route("POST", "/v1/chat/completions", tool_stream(PIECES))
@@ -121,7 +120,6 @@ async def test_tool_call_done_is_yielded_before_the_next_call_streams() -> None:
     assert done[1].call == ToolCall("c1", "list_dir", "{}")
 
 
-@pytest.mark.asyncio
 async def test_handle_taken_before_streaming_reads_text_live_from_another_task() -> None:
     async with FaultServer() as srv:
         srv.route("POST", "/v1/chat/completions", tool_stream(PIECES, gap=0.005))
@@ -134,17 +132,17 @@ async def test_handle_taken_before_streaming_reads_text_live_from_another_task()
                 while (piece := await content.delta()) is not None:
                     pieces.append(piece)
 
-            task = asyncio.create_task(reader())
-            async for _ in s:
-                pass
-            await asyncio.wait_for(task, 5)
+            with anyio.fail_after(5):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(reader)
+                    async for _ in s:
+                        pass
     assert "".join(pieces) == json.loads(ARGS)["content"]
     assert len(pieces) > 2  # it arrived in pieces, not at the end
     assert await args.field("path").wait() == "notes.txt"
     assert args.finished
 
 
-@pytest.mark.asyncio
 async def test_handle_by_index_taken_mid_stream_catches_up() -> None:
     async with FaultServer() as srv:
         srv.route("POST", "/v1/chat/completions", tool_stream(PIECES))
@@ -160,7 +158,6 @@ async def test_handle_by_index_taken_mid_stream_catches_up() -> None:
     assert after.finished
 
 
-@pytest.mark.asyncio
 async def test_stream_cut_mid_call_fails_the_handles_instead_of_hanging() -> None:
     async with FaultServer() as srv:
         events = tool_stream(PIECES[:3], second=False)[:-3]  # no finish, no DONE, no End
@@ -171,11 +168,10 @@ async def test_stream_cut_mid_call_fails_the_handles_instead_of_hanging() -> Non
             with pytest.raises(StreamClosedEarlyError):
                 async for _ in s:
                     pass
-    with pytest.raises(ProtocolError, match="incomplete"):
-        await asyncio.wait_for(args.field("content").wait(), 5)
+    with pytest.raises(ProtocolError, match="incomplete"), anyio.fail_after(5):
+        await args.field("content").wait()
 
 
-@pytest.mark.asyncio
 async def test_malformed_arguments_fail_the_handle_not_the_chat() -> None:
     bad = ['{"path": "a", ', "oops}"]
     async with FaultServer() as srv:
@@ -191,7 +187,6 @@ async def test_malformed_arguments_fail_the_handle_not_the_chat() -> None:
     assert "oops" in info.value.raw
 
 
-@pytest.mark.asyncio
 async def test_arguments_taken_after_the_stream_ended_never_hang() -> None:
     async with FaultServer() as srv:
         srv.route("POST", "/v1/chat/completions", tool_stream(PIECES))
@@ -200,6 +195,7 @@ async def test_arguments_taken_after_the_stream_ended_never_hang() -> None:
                 pass
             done = s.arguments(0)  # a call that happened: complete, caught up
             never = s.arguments(tool="no_such_tool")  # a call that never came
-    assert await asyncio.wait_for(done.field("path").wait(), 2) == "notes.txt"
-    with pytest.raises(ProtocolError, match="already ended"):
-        await asyncio.wait_for(never.field("x").wait(), 2)
+    with anyio.fail_after(2):
+        assert await done.field("path").wait() == "notes.txt"
+    with pytest.raises(ProtocolError, match="already ended"), anyio.fail_after(2):
+        await never.field("x").wait()

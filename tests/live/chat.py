@@ -10,6 +10,7 @@ off, and ``temperature: 0``.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -34,6 +35,7 @@ __all__ = [
     "ID_RE",
     "TRANSPORTS",
     "TransportName",
+    "default_transport",
     "drain",
     "live_config",
     "output",
@@ -83,8 +85,23 @@ def script_request(
     return ChatRequest(list(messages or [UserMessage("hi")]), **request)
 
 
-def live_config(base_url: str, transport: TransportName = "asyncio", **overrides: Any) -> Config:
-    """A Config for a live server that fails fast instead of hanging the suite."""
+def default_transport() -> TransportName:
+    """Our asyncio transport on asyncio; httpx under trio (ours needs an asyncio loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return "httpx"
+    return "asyncio"
+
+
+def live_config(
+    base_url: str, transport: TransportName | None = None, **overrides: Any
+) -> Config:
+    """A Config for a live server that fails fast instead of hanging the suite.
+
+    ``transport`` defaults to :func:`default_transport` (call it from the test's loop)."""
+    if transport is None:
+        transport = default_transport()
     fields: dict[str, Any] = {
         "transport": transport,
         "connect_timeout": 5.0,

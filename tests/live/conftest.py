@@ -3,7 +3,9 @@
 The model is written once per session. Each test module gets its own server (module scope),
 started with the flags in the module-level ``LLAMA_SERVER_FLAGS`` tuple (default:
 ``DEFAULT_FLAGS``). Every test under ``tests/live`` is marked ``live``. ``live_client`` is our
-own ``Client`` for that server, once per transport (``live_transport``). A missing
+own ``Client`` for that server, once per transport (``live_transport``); the client tests run
+on both event loops (``anyio_backend``, ``tests/conftest.py``: under trio the asyncio transport
+is skipped), the raw-HTTP ones (``test_server_*.py``) on asyncio only. A missing
 ``llama-server`` binary is a failure, not a skip: the live suite must not pass silently.
 """
 
@@ -13,7 +15,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from devtools.llama_server import LlamaServer, LlamaServerNotFound, find_binary
 from devtools.scripted_model import write_model
@@ -78,7 +79,7 @@ def live_transport(request: pytest.FixtureRequest) -> TransportName:
     return name
 
 
-@pytest_asyncio.fixture
+@pytest.fixture
 async def live_client(base_url: str, live_transport: TransportName) -> AsyncIterator[Client]:
     """Our ``Client`` for this module's server, over ``live_transport``; closed afterwards."""
     async with Client(live_config(base_url, live_transport)) as client:

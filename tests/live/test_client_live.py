@@ -8,10 +8,10 @@ agent loop whose echoed turns hit the server's prompt cache.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 
+import anyio
 import msgspec
 import pytest
 
@@ -46,7 +46,7 @@ from tests.live.chat import (
     text_of,
 )
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
 
 THINK = "Let me check the file."
 WRITTEN = SCRIPTS["write_file"].tool_calls[0][1]
@@ -196,16 +196,20 @@ async def test_argument_stream_of_a_tool(live_client: Client) -> None:
     args = stream.arguments(tool="write_file")
     handle = args.field("content")
 
-    async def read() -> list[str]:
-        pieces = []
+    pieces: list[str] = []
+    read_all = anyio.Event()
+
+    async def read() -> None:
         while (piece := await handle.delta()) is not None:
             pieces.append(piece)
-        return pieces
+        read_all.set()
 
-    reader = asyncio.create_task(read())
-    _, error = await drain(stream)
-    assert error is None
-    pieces = await asyncio.wait_for(reader, 5)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        _, error = await drain(stream)
+        assert error is None
+        with anyio.fail_after(5):
+            await read_all.wait()
     assert "".join(pieces) == WRITTEN["content"]
     assert args.fields["path"] == "out.txt"
     assert stream.completion.tool_calls[0].arguments == args.raw
@@ -364,7 +368,7 @@ async def wait_idle(client: Client, slot: int, within: float = 2.0) -> float:
     while (await client.slots())[slot]["is_processing"]:
         elapsed = time.monotonic() - started
         assert elapsed < within, f"slot {slot} still processing after {elapsed:.2f} s"
-        await asyncio.sleep(0.02)
+        await anyio.sleep(0.02)
     return time.monotonic() - started
 
 

@@ -4,21 +4,29 @@ far in ``partial``, and the others finish normally."""
 
 from __future__ import annotations
 
-import asyncio
-
+import anyio
 import pytest
 
-from llamaclient import Client, Content, FinishReason, Reasoning, ServerError
+from llamaclient import ChatEvent, Client, Content, FinishReason, Reasoning, ServerError
 from tests.live.chat import ID_RE, drain, output, script_request, text_of
 
 LLAMA_SERVER_FLAGS = ("-c", "256", "-np", "4", "--kv-unified")
 
 
-@pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
+
+
 async def test_unified_kv_overflow_raises_server_error_with_partial(live_client: Client) -> None:
     request = script_request("long_answer", max_tokens=90, thinking=False)
     streams = [live_client.chat(request) for _ in range(4)]
-    results = await asyncio.gather(*(drain(s) for s in streams))
+    results: list[tuple[list[ChatEvent], BaseException | None]] = [([], None)] * len(streams)
+
+    async def run(i: int) -> None:
+        results[i] = await drain(streams[i])
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(streams)):
+            tg.start_soon(run, i)
     failed = [(events, error) for events, error in results if error is not None]
     assert failed, "no stream overflowed"
     for events, error in failed:

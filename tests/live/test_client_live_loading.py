@@ -4,11 +4,11 @@ variant of the scripted model gets 503 ``Loading model``; the client yields
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from devtools.llama_server import LlamaServer, health_status
@@ -26,7 +26,9 @@ def large_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         path.unlink()
 
 
-@pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
+
+
 async def test_chat_while_the_model_loads(
     llama_server_binary: Path, large_model: Path, live_transport: TransportName
 ) -> None:
@@ -39,7 +41,7 @@ async def test_chat_while_the_model_loads(
         while (status := health_status(server.port, timeout=1.0)) is None:
             assert server.returncode is None, server.log_text()[-2000:]
             assert time.monotonic() < deadline, "the server never listened"
-            await asyncio.sleep(0.005)
+            await anyio.sleep(0.005)
         assert status == 503, "the model loaded before the test could send anything"
         config = live_config(server.base_url, live_transport, max_retries=0)
         async with Client(config) as client:

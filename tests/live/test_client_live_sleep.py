@@ -4,9 +4,9 @@ cold prompt cache."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
+import anyio
 import pytest
 
 from llamaclient import Client, FinishReason
@@ -19,10 +19,12 @@ async def wait_sleeping(client: Client, want: bool, within: float = 10.0) -> Non
     deadline = time.monotonic() + within
     while (await client.props())["is_sleeping"] is not want:
         assert time.monotonic() < deadline, f"is_sleeping never became {want}"
-        await asyncio.sleep(0.1)
+        await anyio.sleep(0.1)
 
 
-@pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
+
+
 async def test_chat_wakes_a_sleeping_server(live_client: Client) -> None:
     request = script_request("reasoning_answer")
     first = await live_client.complete(request)

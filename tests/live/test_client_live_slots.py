@@ -5,13 +5,12 @@ must free the slot on the server within 2 s."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
+import anyio
 import pytest
-import pytest_asyncio
 
 from devtools.llama_server import LlamaServer
 from devtools.rawhttp import RawExchange, build_request
@@ -29,7 +28,7 @@ from llamaclient import (
 )
 from tests.live.chat import drain, output, script_request
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
 
 LONG = 30_000  # tokens: seconds of generation, far longer than any test waits
 # 32768-token slots (the model's training context), so the holder's generation cannot end by
@@ -47,7 +46,7 @@ async def wait_idle(client: Client, slot: int, within: float = 2.0) -> float:
     while await slot_busy(client, slot):
         elapsed = time.monotonic() - started
         assert elapsed < within, f"slot {slot} still processing after {elapsed:.2f} s"
-        await asyncio.sleep(0.02)
+        await anyio.sleep(0.02)
     return time.monotonic() - started
 
 
@@ -65,7 +64,7 @@ class Holder:
         body = request_body("long_answer", max_tokens=LONG, id_slot=self.slot)
         request = build_request("POST", "/v1/chat/completions", self.port, body)
         exchange = self._exchange = RawExchange(self.port, request, timeout=60)
-        await asyncio.to_thread(exchange.read_until, b'"content"')
+        await anyio.to_thread.run_sync(exchange.read_until, b'"content"')
         assert exchange.response.startswith(b"HTTP/1.1 200"), exchange.response[:200]
         assert b'"content"' in exchange.response
         return self
@@ -79,7 +78,7 @@ class Holder:
         await self.stop()
 
 
-@pytest_asyncio.fixture(autouse=True)
+@pytest.fixture(autouse=True)
 async def slots_idle(live_client: Client) -> None:
     """Every test starts with both slots idle (a previous test may just have let go)."""
     for slot in (0, 1):
@@ -94,15 +93,15 @@ async def test_pinned_busy_slot_waits_then_succeeds(
         assert await slot_busy(live_client, 0)
         stream = live_client.chat(script_request("reasoning_answer", slot=0))
         events: list[tuple[float, ChatEvent]] = []
-        stopper: asyncio.Task[None] | None = None
-        async with stream:
+        stopping = False
+        async with anyio.create_task_group() as tg, stream:
             async for event in stream:
                 events.append((time.monotonic(), event))
                 if event == Waiting(slot_busy=True):
                     # The server defers our request until the holder lets go of the slot.
-                    stopper = asyncio.create_task(delayed(0.3, holder.stop()))
-        assert stopper is not None
-        await stopper
+                    tg.start_soon(delayed, 0.3, holder.stop())
+                    stopping = True
+        assert stopping
     assert events[0][1] == Waiting(slot_busy=True)
     assert [e for _, e in events].count(Waiting(slot_busy=True)) == 1
     assert holder.closed_at is not None
@@ -120,7 +119,7 @@ async def test_pinned_busy_slot_waits_then_succeeds(
 
 
 async def delayed(seconds: float, then: Any) -> None:
-    await asyncio.sleep(seconds)
+    await anyio.sleep(seconds)
     await then
 
 
@@ -145,7 +144,7 @@ async def test_pinned_busy_slot_without_waiting_is_busy_error(
 async def test_same_slot_requests_queue_in_order(live_client: Client) -> None:
     log: list[tuple[str, float, ChatEvent | None]] = []
 
-    async def run(name: str, started: asyncio.Event | None, **fields: Any) -> list[ChatEvent]:
+    async def run(name: str, started: anyio.Event | None, **fields: Any) -> list[ChatEvent]:
         script = "long_answer" if name == "first" else "reasoning_answer"
         stream = live_client.chat(script_request(script, slot=0, **fields))
         events: list[ChatEvent] = []
@@ -158,11 +157,17 @@ async def test_same_slot_requests_queue_in_order(live_client: Client) -> None:
         log.append((name, time.monotonic(), None))
         return events
 
-    first_started = asyncio.Event()
-    first = asyncio.create_task(run("first", first_started, max_tokens=400))
-    await first_started.wait()
-    second = asyncio.create_task(run("second", None))
-    first_events, second_events = await asyncio.gather(first, second)
+    results: dict[str, list[ChatEvent]] = {}
+
+    async def keep(name: str, started: anyio.Event | None, **fields: Any) -> None:
+        results[name] = await run(name, started, **fields)
+
+    first_started = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: keep("first", first_started, max_tokens=400))
+        await first_started.wait()
+        tg.start_soon(keep, "second", None)
+    first_events, second_events = results["first"], results["second"]
     assert second_events[0] == Queued(ahead=1)
     assert not [e for e in first_events if isinstance(e, Queued | Waiting)]
     assert [type(e) for e in output(second_events)][1:] == [Reasoning, Content], second_events
@@ -209,19 +214,20 @@ async def test_cancel_mid_stream_frees_the_slot(live_client: Client, mode: Mode)
         await stream.aclose()
     else:
         stream = live_client.chat(request)
-        reading = asyncio.Event()
+        reading = anyio.Event()
 
         async def consume() -> None:
             async for event in stream:
                 if isinstance(event, Content):
                     reading.set()
+            raise AssertionError("the long answer ended")
 
-        task = asyncio.create_task(consume())
-        await asyncio.wait_for(reading.wait(), 10)
-        assert await slot_busy(live_client, 0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            with anyio.fail_after(10):
+                await reading.wait()
+            assert await slot_busy(live_client, 0)
+            tg.cancel_scope.cancel()
     await wait_idle(live_client, 0, within=2.0)
     # The slot is usable again at once, and the client's own line for slot 0 is free.
     events, error = await drain(live_client.chat(script_request("reasoning_answer", slot=0)))

@@ -31,23 +31,36 @@ the script stops, the connection is closed and a :class:`Disconnect` is recorded
 Everything is bounded by timeouts, and leaving the ``async with`` block closes every
 socket and awaits every task the server started. Mistakes in scripts or handlers are
 collected in :attr:`FaultServer.errors` and raised as :class:`FaultServerError` on exit.
+
+The server itself always runs on asyncio. Entered from an asyncio task it runs in that
+task's own event loop; entered from trio (or with ``thread=True``) it runs in an asyncio
+loop of its own, in a background thread, and the same object is used the same way: the
+sync methods (:meth:`FaultServer.route`) and the records (``requests``, ``disconnects``,
+``connections``) are read and written directly, the async ones (``wait_*``) are awaited
+from the caller's event loop while they run in the server's. Handlers, :class:`Call` and
+:class:`Wait` steps run in the server's loop: a test that releases a :class:`Wait` from its
+own code uses a :class:`Gate` (safe from any thread), not an ``asyncio.Event``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import inspect
 import json
 import math
 import socket
 import struct
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from types import TracebackType
 from typing import Any, TypeAlias, TypeVar
+
+import anyio
 
 __all__ = [
     "DONE",
@@ -60,6 +73,7 @@ __all__ = [
     "End",
     "FaultServer",
     "FaultServerError",
+    "Gate",
     "Handler",
     "Headers",
     "Hold",
@@ -365,12 +379,53 @@ def Json(
     )
 
 
+class Gate:
+    """A flag for :class:`Wait` steps that may be set from any thread or event loop.
+
+    An ``asyncio.Event`` only works in the loop that waits on it; a test whose server runs
+    in a thread of its own (under trio) releases a :class:`Wait` with a gate instead.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._flag = False
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        """Set the flag and wake every waiter (safe from any thread)."""
+        with self._lock:
+            self._flag = True
+            waiters, self._waiters = self._waiters, []
+        for loop, event in waiters:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                loop.call_soon_threadsafe(event.set)
+
+    async def wait(self) -> bool:
+        """Wait (in an asyncio loop: the server's) until the flag is set."""
+        with self._lock:
+            if self._flag:
+                return True
+            event = asyncio.Event()
+            self._waiters.append((asyncio.get_running_loop(), event))
+        await event.wait()
+        return True
+
+    def __repr__(self) -> str:
+        return f"Gate(set={self._flag})"
+
+
 @dataclass(frozen=True)
 class Wait:
     """Pause until ``event`` is set (bounded by ``timeout`` or the server's
-    ``hold_timeout``; running out is recorded as an error)."""
+    ``hold_timeout``; running out is recorded as an error).
 
-    event: asyncio.Event
+    ``event`` is a :class:`Gate` (settable from anywhere) or an ``asyncio.Event`` (only
+    when the server runs in the caller's own asyncio loop)."""
+
+    event: Gate | asyncio.Event
     timeout: float | None = None
 
 
@@ -727,6 +782,88 @@ class _StepError(Exception):
 
 
 # --------------------------------------------------------------------------------------
+# Hosting the server in a thread of its own (for callers that are not on asyncio)
+# --------------------------------------------------------------------------------------
+
+
+def _in_asyncio() -> bool:
+    """True when the caller runs in an asyncio event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class _LoopThread:
+    """An asyncio event loop running in a daemon thread of its own."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="FaultServer loop", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            try:
+                pending = asyncio.all_tasks(self.loop)
+                for task in pending:
+                    task.cancel()
+                if pending:
+                    self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                self.loop.run_until_complete(self.loop.shutdown_default_executor())
+            finally:
+                asyncio.set_event_loop(None)
+                self.loop.close()
+
+    def on_loop(self) -> bool:
+        """True when called from the loop's own thread."""
+        return threading.current_thread() is self._thread
+
+    def submit(self, aw: Awaitable[_T]) -> concurrent.futures.Future[_T]:
+        """Run ``aw`` in the loop; its result (or error) comes in the returned future."""
+
+        async def run() -> _T:
+            return await aw
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop)
+
+    def close(self) -> None:
+        """Stop the loop and wait for the thread to end (the loop closes there)."""
+        with contextlib.suppress(RuntimeError):  # already closed
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10.0)
+
+
+async def _await_future(fut: concurrent.futures.Future[_T]) -> _T:
+    """Await a future completed in another thread, from asyncio or from trio.
+
+    Cancelling the wait cancels the future (and so the coroutine behind it)."""
+    if _in_asyncio():
+        return await asyncio.wrap_future(fut)
+    import trio  # the only other loop the tests run on
+
+    token = trio.lowlevel.current_trio_token()
+    done = trio.Event()
+
+    def wake(_: object) -> None:
+        with contextlib.suppress(trio.RunFinishedError):
+            token.run_sync_soon(done.set)
+
+    fut.add_done_callback(wake)
+    try:
+        await done.wait()
+    except BaseException:
+        fut.cancel()
+        raise
+    return fut.result()
+
+
+# --------------------------------------------------------------------------------------
 # The server
 # --------------------------------------------------------------------------------------
 
@@ -746,6 +883,9 @@ class FaultServer:
         keep_alive_max: Requests per connection before ``Connection: close`` (100).
         raise_errors: Raise :class:`FaultServerError` on exit if :attr:`errors` is
             non-empty (and no other exception is propagating).
+        thread: Run in an asyncio loop of its own, in a background thread (``True``), or in
+            the caller's asyncio loop (``False``). ``None`` (default): in the caller's loop
+            when the caller runs on asyncio, in a thread otherwise (trio).
     """
 
     def __init__(
@@ -759,6 +899,7 @@ class FaultServer:
         hold_timeout: float = 30.0,
         keep_alive_max: int = 100,
         raise_errors: bool = True,
+        thread: bool | None = None,
     ) -> None:
         self.host = host
         self._port = port
@@ -768,6 +909,7 @@ class FaultServer:
         self.hold_timeout = hold_timeout
         self.keep_alive_max = keep_alive_max
         self.raise_errors = raise_errors
+        self.thread = thread
 
         self.requests: list[Request] = []
         """Every request received, in order (including unrouted ones)."""
@@ -784,19 +926,51 @@ class FaultServer:
         self._conns: dict[int, _Conn] = {}
         self._changed: asyncio.Event | None = None
         self._closing = False
+        self._host: _LoopThread | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
+    @property
+    def threaded(self) -> bool:
+        """True while the server runs in a thread (an asyncio loop) of its own."""
+        return self._host is not None
+
     async def start(self) -> FaultServer:
         """Start listening (the ``async with`` form calls this)."""
-        if self._server is not None:
+        if self._server is not None or self._host is not None:
             raise RuntimeError("FaultServer already started")
-        self._changed = asyncio.Event()
-        self._server = await asyncio.start_server(self._on_connect, self.host, self._port)
+        if self.thread if self.thread is not None else not _in_asyncio():
+            host = _LoopThread()
+            try:
+                await _await_future(host.submit(self._start()))
+            except BaseException:
+                host.close()
+                raise
+            self._host = host
+        else:
+            await self._start()
         return self
 
+    async def _start(self) -> None:
+        self._changed = asyncio.Event()
+        self._server = await asyncio.start_server(self._on_connect, self.host, self._port)
+
     async def stop(self) -> None:
-        """Stop listening, abort every connection and await every task."""
+        """Stop listening, abort every connection and await every task (and, when the
+        server runs in a thread of its own, end that thread)."""
+        host = self._host
+        if host is None or host.on_loop():
+            await self._stop()
+            return
+        try:
+            # Shielded: a cancelled test still closes its server and thread.
+            with anyio.CancelScope(shield=True):
+                await _await_future(host.submit(self._stop()))
+        finally:
+            self._host = None
+            host.close()
+
+    async def _stop(self) -> None:
         self._closing = True
         server, self._server = self._server, None
         if server is not None:
@@ -882,6 +1056,11 @@ class FaultServer:
         Raises:
             TimeoutError: after ``timeout`` seconds.
         """
+        host = self._host
+        if host is not None and not host.on_loop():
+            # ``predicate`` runs in the server's thread, next to the state it reads.
+            await _await_future(host.submit(self.wait_for(predicate, timeout)))
+            return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while not predicate():
@@ -1243,7 +1422,9 @@ class FaultServer:
             ex.must_close = True
         return "keep"
 
-    async def _wait_event(self, conn: _Conn, event: asyncio.Event, seconds: float) -> bool | None:
+    async def _wait_event(
+        self, conn: _Conn, event: Gate | asyncio.Event, seconds: float
+    ) -> bool | None:
         """Wait for ``event``; False if the client went away first, None on timeout."""
         ev_task = asyncio.ensure_future(event.wait())
         eof_task = asyncio.ensure_future(conn.eof.wait())

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -22,6 +24,7 @@ from tests.support.faultserver import (
     End,
     FaultServer,
     FaultServerError,
+    Gate,
     Hold,
     Json,
     Raw,
@@ -665,3 +668,77 @@ async def test_url_and_port() -> None:
         with socket.create_connection(("127.0.0.1", srv.port), timeout=5):
             pass
         await srv.wait_for(lambda: srv.connections_accepted == 1)
+
+
+# ------------------------------------------------- on any event loop: a thread of its own
+
+
+def server_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "FaultServer loop"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("thread", [None, True], ids=["auto", "thread"])
+async def test_the_same_api_on_both_event_loops(anyio_backend: str, thread: bool | None) -> None:
+    """Entered from trio (or with ``thread=True``) the server runs in an asyncio loop of its
+    own: routes, records, ``wait_*``, gates and disconnects work the same."""
+    gate = Gate()
+    async with FaultServer(thread=thread) as srv:
+        assert srv.threaded is (thread is True or anyio_backend == "trio")
+        assert len(server_threads()) == (1 if srv.threaded else 0)
+        srv.route("POST", CHAT, stream(chat_chunks(["Hel", "lo"])))
+        srv.route("GET", "/gate", [Status(), Chunk(b"1"), Wait(gate), Chunk(b"2"), End()])
+        srv.route("GET", "/hold", [Status(), Chunk(b"x"), Hold()])
+        async with httpx.AsyncClient(base_url=srv.url) as client:
+            r = await client.post(CHAT, json=BODY)
+            assert r.status_code == 200
+            assert srv.requests[0].json() == BODY
+
+            got: list[bytes] = []
+
+            async def get_gate() -> None:
+                got.append((await client.get("/gate")).content)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(get_gate)
+                await srv.wait_requests(2, timeout=5.0)
+                await anyio.sleep(0.05)
+                assert got == []  # held by the gate
+                gate.set()  # from this loop, released in the server's
+            assert got == [b"12"]
+
+            async with client.stream("GET", "/hold") as response:
+                assert response.status_code == 200
+            disconnect = await srv.wait_disconnect(timeout=5.0)
+            assert disconnect.request.path == "/hold"
+        await srv.wait_closed_connections(timeout=5.0)
+        with pytest.raises(TimeoutError):
+            await srv.wait_requests(99, timeout=0.05)
+    assert server_threads() == []
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_wait_leaves_the_server_working(anyio_backend: str) -> None:
+    async with FaultServer(thread=True) as srv:
+        srv.route("GET", "/", [Json(200, {"ok": True})])
+        with anyio.move_on_after(0.05) as scope:
+            await srv.wait_for(lambda: False, timeout=5.0)
+        assert scope.cancelled_caught
+        async with httpx.AsyncClient(base_url=srv.url) as client:
+            assert (await client.get("/")).json() == {"ok": True}
+        await srv.wait_requests(1)
+    assert server_threads() == []
+
+
+@pytest.mark.anyio
+async def test_script_errors_raise_on_exit_from_a_thread(anyio_backend: str) -> None:
+    async def scenario() -> None:
+        async with FaultServer(thread=True) as srv:
+            srv.route("GET", "/", [Status(), Status()])
+            async with httpx.AsyncClient(base_url=srv.url) as client:
+                with suppress(httpx.HTTPError):
+                    await client.get("/")
+
+    with pytest.raises(FaultServerError, match="second Status"):
+        await scenario()
+    assert server_threads() == []
