@@ -36,6 +36,7 @@ from ._types.request import ChatRequest
 __all__ = ["ChatStream"]
 
 _FAIRNESS_EVENTS = 32
+_END_GRACE = 0.1  # seconds to wait for the body's end after [DONE]
 
 
 class _Shared:
@@ -208,6 +209,8 @@ async def _run(
             if failure is not None:
                 raise failure
             done = not chunk or asm.is_done  # [DONE] ends it, even if the connection stays open
+        if chunk:
+            await _read_to_end(read)
         shared.completion = asm.finish(_capped(budget))
     except TransportError as exc:
         _after_break(exc, shared, _capped(budget), policies.config.stall_timeout)
@@ -217,6 +220,18 @@ async def _run(
         raise
     finally:
         await _end(shared, policies, slot, ticket)
+
+
+async def _read_to_end(read: Callable[[], Awaitable[bytes]]) -> None:
+    """After ``[DONE]`` the body's end is normally in the same read or the next: take it (so
+    the HTTP stack finishes the response cleanly), but never wait on a server that keeps the
+    connection open."""
+    with anyio.move_on_after(_END_GRACE):
+        try:
+            while await read():
+                pass
+        except TransportError:
+            pass
 
 
 def _resumable(shared: _Shared, error: TransportError) -> Resumer | None:

@@ -33,7 +33,7 @@ from tests.support.faultserver import (
 )
 from tests.support.resumable import CHAT, LOOKUP, STREAM, Cut, Sessions
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
 
 EVENTS = chat_chunks(["Hé", "llo", " wörld", " 🌊", "!"], reasoning=["hm", "m…"])
 BODY = b"".join(EVENTS)
