@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 try:
-    from llamaclient._arguments.stream import ArgumentStream
+    from llamaclient import ArgumentStream
 except ImportError:  # run as a script from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from llamaclient._arguments.stream import ArgumentStream
+    from llamaclient import ArgumentStream
 
 _CODE = (
     "def handler(request):\n"
