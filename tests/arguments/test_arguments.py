@@ -103,7 +103,7 @@ def run(fragments: Iterable[str], *, lenient: bool, handle: str | None = "conten
         if name != handle and isinstance(args.fields[name], str):
             assert args.fields[name] == text
             break
-    return Outcome(False, value, dict(args.fields), streams, args.truncated)
+    return Outcome("", value, dict(args.fields), streams, args.truncated)
 
 
 def all_splits(raw: str, *, lenient: bool, handle: str | None = "content") -> Outcome:
@@ -450,6 +450,10 @@ def test_lenient_trailing_comma_is_accepted() -> None:
         ('{"content" x', M + "expected ':' after the field name 'content', got 'x'"),
         ('{"n": 1}x', M + "unexpected 'x' after the closing '}'"),
         (r'{"n": ["\udc00"]}', M + r"the value of 'n' contains an unpaired \u surrogate"),
+        (
+            r'{"n": {"a": 1, "\udc00": 2}}',
+            M + r"the value of 'n' contains an unpaired \u surrogate",
+        ),
         (r'{"\udfff": 1}', M + r"the field name '\\udfff' contains an unpaired \u surrogate"),
         (r'{"\u12": 1}', M + r"the field name '\\u12' is not valid JSON (Invalid \uXXXX escape"),
     ],
@@ -524,10 +528,11 @@ def test_lenient_repaired_value_goes_to_its_handle() -> None:
     ],
 )
 def test_surrogate_pair_bounds_are_accepted(escaped: str, char: str) -> None:
-    raw = '{"content": "<' + escaped + '>", "n": ["' + escaped + '"], "' + escaped + '": 1}'
+    e = escaped
+    raw = f'{{"content": "<{e}>", "n": ["{e}"], "{e}": 1, "m": {{"{e}": [1, "{e}"]}}}}'
     out = strict(raw)
     assert out.value == f"<{char}>"
-    assert out.fields == {"n": [char], char: 1}
+    assert out.fields == {"n": [char], char: 1, "m": {char: [1, char]}}
     assert lenient(raw) == out
 
 
