@@ -1,6 +1,6 @@
 """llamaclient: the asyncio streaming client for llama.cpp's llama-server."""
 
-from ._arguments import ArgumentStream, FieldHandle, FieldText
+from ._arguments.stream import ArgumentStream, FieldHandle, FieldText
 from ._client import Client
 from ._protocol.assembler import Assembler
 from ._protocol.body import build_body

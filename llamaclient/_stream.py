@@ -13,8 +13,8 @@ import asyncio
 from collections.abc import AsyncGenerator, Iterable
 from typing import TYPE_CHECKING
 
-from ._arguments import ArgumentStream
 from ._arguments.routing import LiveArguments
+from ._arguments.stream import ArgumentStream
 from ._policy.stall import Watchdog
 from ._protocol.assembler import Assembler
 from ._protocol.sse import SSEDecoder

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 from .._types.errors import ProtocolError
 from .._types.events import ArgumentDelta, ChatEvent, ToolCallDelta, ToolCallDone
-from .handles import ArgumentStream, FieldText
+from .stream import ArgumentStream, FieldText
 
 __all__ = ["LiveArguments"]
 
