@@ -34,7 +34,7 @@ class FieldHandle:
     with :meth:`wait` (or :attr:`value` once :attr:`done`). Both work for any field.
     """
 
-    __slots__ = ("_done", "_error", "_name", "_parts", "_read", "_value", "_waiter")
+    __slots__ = ("_done", "_error", "_event", "_name", "_parts", "_read", "_value", "_waiter")
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -43,9 +43,12 @@ class FieldHandle:
         self._done = False
         self._value: Any = _UNSET
         self._error: ProtocolError | None = None
-        # Created only when someone waits (anyio.Event() costs ~5 µs, measured), and dropped
-        # when set: an anyio Event cannot be cleared.
+        # The event a waiting task sleeps on: created only when someone waits, dropped when
+        # set (an anyio Event cannot be cleared). anyio.Event() finds the running async
+        # library each time (3.3 µs, against 0.9 µs for another event of the same class, and
+        # 0.4 µs for an asyncio.Event; measured): later waits reuse the class.
         self._waiter: anyio.Event | None = None
+        self._event: type[anyio.Event] = anyio.Event
 
     def __repr__(self) -> str:
         state = "failed" if self._error else "done" if self._done else "streaming"
@@ -107,7 +110,8 @@ class FieldHandle:
     async def _changed(self) -> None:
         waiter = self._waiter
         if waiter is None:
-            waiter = self._waiter = anyio.Event()
+            waiter = self._waiter = self._event()
+            self._event = type(waiter)
         await waiter.wait()
 
     def _notify(self) -> None:
