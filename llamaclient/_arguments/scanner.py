@@ -47,6 +47,10 @@ class Phase:
     CLOSE: Final = 4  # after "}": only whitespace until the end of input
 
 
+# Phases in which the end of the input leaves a boundary unconfirmed: it was content.
+_PARTIAL_BOUNDARY = frozenset((Phase.COMMA, Phase.KEY, Phase.AFTER_KEY))
+
+
 _WS = re.compile(r"[ \t\n\r]*")
 _STRICT_SPECIAL = re.compile(r'["\\\x00-\x1f]')
 _QUOTE_OR_BACKSLASH = re.compile(r'["\\]')
@@ -166,11 +170,7 @@ class Scanner:
                 "a string value never closed" if state == State.STRING else "ended mid-object"
             )
         self.truncated = True
-        while self._state == State.PENDING and self._phase in (
-            Phase.COMMA,
-            Phase.KEY,
-            Phase.AFTER_KEY,
-        ):
+        while self._state == State.PENDING and self._phase in _PARTIAL_BOUNDARY:
             self._reread_boundary()
         state = self._state
         if state == State.PENDING:
