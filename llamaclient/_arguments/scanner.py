@@ -187,10 +187,12 @@ class Scanner:
 
     def _process(self, text: str) -> None:
         i = 0
-        while i < len(text):
+        n = len(text)
+        while i < n:
             i = _SCANS[self._state](self, text, i)
             if i < 0:  # a lenient candidate close was content: re-read what followed it
                 text, i = self._reread(text)
+                n = len(text)
         # The fragment ended: keep what a capture or a candidate close still needs.
         if self._cap_start >= 0:
             self._cap_parts.append(text[self._cap_start :])
