@@ -13,9 +13,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import pytest
 
-from llamaclient._arguments.stream import ArgumentStream, FieldHandle, FieldText
+from llamaclient._arguments import ArgumentStream, FieldHandle, FieldText
+from llamaclient._arguments.routing import LiveArguments
 from llamaclient._types.errors import ProtocolError
 
 
@@ -31,7 +33,7 @@ MISSING: Any = _Missing()
 class Outcome:
     """What one run produced; equal outcomes mean identical observable behaviour."""
 
-    error: bool = False
+    error: str = ""  # what the ProtocolError said was wrong (its message without the raw text)
     value: Any = None  # the handle's value, or MISSING
     fields: dict[str, Any] = field(default_factory=dict)
     streams: tuple[tuple[str, str], ...] = ()  # each completed string occurrence, from events
@@ -55,6 +57,14 @@ def occurrences(events: Iterable[FieldText]) -> tuple[tuple[str, str], ...]:
     return tuple(done)
 
 
+def what(error: ProtocolError) -> str:
+    """The message of ``error`` without the raw text it ends with."""
+    message = str(error)
+    suffix = f": {error.raw!r}"
+    assert message.endswith(suffix), message
+    return message.removesuffix(suffix)
+
+
 def run(fragments: Iterable[str], *, lenient: bool, handle: str | None = "content") -> Outcome:
     args = make(lenient)
     h = args.field(handle) if handle is not None else None
@@ -74,7 +84,7 @@ def run(fragments: Iterable[str], *, lenient: bool, handle: str | None = "conten
         assert error.raw in args.raw
         if h is not None:
             assert h.done, "an error closes every handle"
-        return Outcome(error=True)
+        return Outcome(error=what(error))
     value: Any = None
     if h is not None:
         taken.append(h.take())
@@ -93,7 +103,7 @@ def run(fragments: Iterable[str], *, lenient: bool, handle: str | None = "conten
         if name != handle and isinstance(args.fields[name], str):
             assert args.fields[name] == text
             break
-    return Outcome(False, value, dict(args.fields), streams, args.truncated)
+    return Outcome("", value, dict(args.fields), streams, args.truncated)
 
 
 def all_splits(raw: str, *, lenient: bool, handle: str | None = "content") -> Outcome:
@@ -184,43 +194,52 @@ def test_keys_are_decoded_json_strings() -> None:
 # ---- strict: malformed input fails loudly ----------------------------------------------------
 
 
+M = "malformed tool call arguments: "
+IN_CONTENT = " in the value of 'content'"
+
+
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "message"),
     [
-        '{"content": "unterminated',  # no closing quote
-        '{"content": "no brace"',  # string closed, object not
-        r'{"content": "bad \q escape"}',  # invalid escape
-        r'{"content": "lone \ud800 high"}',  # unpaired high surrogate
-        r'{"content": "lone \udc00 low"}',  # unpaired low surrogate
-        r'{"content": "\ud800\u0041"}',  # high surrogate followed by a non-low unit
-        r'{"content": "bad \u12g4"}',  # not four hex digits
-        '{"content": "a"} trailing',  # junk after the envelope
-        '{"content": "a"}}',
-        '{"content": "raw\nnewline"}',  # unescaped control character
-        '{"content": "tab\there"}',
-        '["content"]',  # not an object
-        '"content"',
-        '{"content" x',  # missing ':'
-        '{"content": "a" "b": 1}',  # missing ','
-        '{"content": "a",}',  # trailing comma
-        "{,}",
-        '{"n": 4x2}',  # broken number
-        '{"n": 01}',
-        '{"n": NaN}',
-        '{"n": -Infinity}',
-        '{"n": True}',
-        "{'n': 1}",
-        '{"n": }',
-        '{"n": [1, 2}',  # mismatched brackets
-        r'{"n": ["\ud800"]}',  # unpaired surrogate inside a nested value
-        '{"n": ["a\nb"]}',
-        r'{"bad\q": 1}',  # malformed key
-        '{"a": 1',  # object never closed
-        "{",
+        ('{"content": "unterminated', M + "a string value never closed"),
+        ('{"content": "no brace"', M + "ended mid-object"),
+        (r'{"content": "bad \q escape"}', M + r"invalid escape '\\q'" + IN_CONTENT),
+        (r'{"content": "lone \ud800 high"}', M + r"unpaired \u surrogate" + IN_CONTENT),
+        (r'{"content": "lone \udc00 low"}', M + r"unpaired \u surrogate" + IN_CONTENT),
+        (r'{"content": "\ud800\u0041"}', M + r"unpaired \u surrogate" + IN_CONTENT),
+        (r'{"content": "bad \u12g4"}', M + r"invalid escape '\\u12g'" + IN_CONTENT),
+        ('{"content": "a"} trailing', M + "unexpected 't' after the closing '}'"),
+        ('{"content": "a"}}', M + "unexpected '}' after the closing '}'"),
+        ('{"content": "raw\nnewline"}', M + "unescaped control character U+000A" + IN_CONTENT),
+        ('{"content": "tab\there"}', M + "unescaped control character U+0009" + IN_CONTENT),
+        ('["content"]', M + "the arguments must be a JSON object, got '['"),
+        ('"content"', M + "the arguments must be a JSON object, got '\"'"),
+        ('{"content" x', M + "expected ':' after the field name 'content', got 'x'"),
+        ('{"content": "a" "b": 1}', M + "expected ',' or '}' after the value of 'content'"),
+        ('{"content": "a",}', M + "expected a field name, got '}'"),  # trailing comma
+        ("{,}", M + "expected a field name, got ','"),
+        ('{"n": 4x2}', M + "the value of 'n' is not valid JSON (Extra data: "),
+        ('{"n": 01}', M + "the value of 'n' is not valid JSON (Extra data: "),
+        ('{"n": NaN}', M + "expected the value of 'n', got 'N'"),
+        ('{"n": -Infinity}', M + "the value of 'n' is not valid JSON (-Infinity is not JSON)"),
+        ('{"n": True}', M + "expected the value of 'n', got 'T'"),
+        ("{'n': 1}", M + 'expected a field name, got "\'"'),
+        ('{"n": }', M + "expected the value of 'n', got '}'"),
+        ('{"n": [1, 2}', M + "the value of 'n' is not valid JSON (Expecting ',' delimiter: "),
+        (r'{"n": ["\ud800"]}', M + r"the value of 'n' contains an unpaired \u surrogate"),
+        ('{"n": ["a\nb"]}', M + "the value of 'n' is not valid JSON (Invalid control character"),
+        (r'{"bad\q": 1}', M + r"the field name 'bad\\q' is not valid JSON (Invalid \escape: "),
+        (r'{"k\ud800": 1}', M + r"the field name 'k\\ud800' contains an unpaired \u surrogate"),
+        ('{"a": 1', M + "ended mid-object"),
+        ("{", M + "ended mid-object"),
     ],
 )
-def test_strict_rejects_malformed(bad: str) -> None:
-    assert strict(bad).error, f"must reject {bad!r}"
+def test_strict_rejects_malformed(bad: str, message: str) -> None:
+    error = strict(bad).error
+    if "(" in message:  # json's own detail follows: where in the value
+        assert error.startswith(message), f"{bad!r}: {error!r}"
+    else:
+        assert error == message, bad
 
 
 def test_error_carries_the_raw_text() -> None:
@@ -422,19 +441,148 @@ def test_lenient_trailing_comma_is_accepted() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "message"),
     [
-        '{"line": 4x2, "content": "y"}',
-        '{"line": [1, 2}',
-        "{'content': 'x'}",
-        '["content"]',
-        '{"content" x',
-        '{"n": 1}x',
+        ('{"line": 4x2, "content": "y"}', M + "the value of 'line' is not valid JSON (Extra data"),
+        ('{"line": [1, 2}', M + "the value of 'line' is not valid JSON (Expecting ','"),
+        ("{'content': 'x'}", M + 'expected a field name, got "\'"'),
+        ('["content"]', M + "the arguments must be a JSON object, got '['"),
+        ('{"content" x', M + "expected ':' after the field name 'content', got 'x'"),
+        ('{"n": 1}x', M + "unexpected 'x' after the closing '}'"),
+        (r'{"n": ["\udc00"]}', M + r"the value of 'n' contains an unpaired \u surrogate"),
+        (
+            r'{"n": {"a": 1, "\udc00": 2}}',
+            M + r"the value of 'n' contains an unpaired \u surrogate",
+        ),
+        (r'{"\udfff": 1}', M + r"the field name '\\udfff' contains an unpaired \u surrogate"),
+        (r'{"\u12": 1}', M + r"the field name '\\u12' is not valid JSON (Invalid \uXXXX escape"),
     ],
 )
-def test_malformed_non_string_structure_fails_loudly_in_both_modes(bad: str) -> None:
-    assert strict(bad).error
-    assert lenient(bad).error
+def test_malformed_non_string_structure_fails_loudly_in_both_modes(bad: str, message: str) -> None:
+    assert strict(bad).error.startswith(message)
+    assert lenient(bad).error == strict(bad).error
+
+
+# ---- lenient: repair of a truncated trailing value -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "fields"),
+    [
+        # whitespace anywhere inside truncated containers
+        ('{"a": [ 1 , { "b" : 2 ', {"a": [1, {"b": 2}]}),
+        ('{"a": [ ', {"a": []}),
+        ('{"a": {\n\t', {"a": {}}),
+        ('{"a": { "b" \n', {"a": {}}),  # a whole key, its ':' never came
+        ('{"a": {"b', {"a": {}}),  # a cut key
+        ('{"a": [1, ', {"a": [1]}),  # cut after a comma
+        ('{"a": [[1, ], 2', {"a": [[1], 2]}),  # a trailing comma inside is accepted
+        ('{"a": [true, fals', {"a": [True, False]}),
+        ('{"a": [nul', {"a": [None]}),
+        # a trailing "-" is no number yet; a cut fraction or exponent reads as what came before
+        ('{"a": -', {}),
+        ('{"a": [1, -', {"a": [1]}),
+        ('{"a": 1e', {"a": 1}),
+        ('{"a": 1e+', {"a": 1}),
+        ('{"a": 1.5E-', {"a": 1.5}),
+        ('{"a": -2.', {"a": -2}),
+        ('{"a": [3e', {"a": [3]}),
+        ('{"a": 12e3', {"a": 12000.0}),  # complete, only the "}" is missing
+        ('{"a": ["x\\u12', {"a": ["x"]}),  # a cut escape is dropped
+        # not the start of a JSON value: nothing is filled in
+        ('{"a": 4x', {}),
+        ('{"a": 1.e5', {}),
+        ('{"a": [1 2', {}),
+        ('{"a": [x', {}),
+        ('{"a": {"b" 1', {}),
+        ('{"a": {1', {}),
+        ('{"a": ["x\\u12g', {}),  # an invalid escape
+        ('{"a": ["x\n', {}),  # a raw control character
+    ],
+)
+def test_lenient_repairs_a_truncated_trailing_value(raw: str, fields: dict[str, Any]) -> None:
+    out = lenient(raw, handle=None)
+    assert out.fields == fields
+    assert out.truncated
+    assert strict(raw, handle=None).error == M + "ended mid-object"
+
+
+def test_lenient_repaired_value_goes_to_its_handle() -> None:
+    assert lenient('{"content": 1e').value == 1
+    assert lenient('{"content": {"a": [').value == {"a": []}
+
+
+# ---- surrogate pairs and \u escapes ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("escaped", "char"),
+    [
+        (r"\ud83d\udc00", "\U0001f400"),  # a real emoji whose low half is the lowest one
+        (r"\ud83d\udfff", "\U0001f7ff"),  # ... and the highest
+        (r"\ud800\udc00", "\U00010000"),  # the first pair
+        (r"\udbff\udfff", "\U0010ffff"),  # the last pair
+        (r"\uD83D\uDC00", "\U0001f400"),  # upper-case hex
+        (r"\ud7ff", "\ud7ff"),  # just below the surrogates: an ordinary character
+        (r"\ue000", "\ue000"),  # just above
+    ],
+)
+def test_surrogate_pair_bounds_are_accepted(escaped: str, char: str) -> None:
+    e = escaped
+    raw = f'{{"content": "<{e}>", "n": ["{e}"], "{e}": 1, "m": {{"{e}": [1, "{e}"]}}}}'
+    out = strict(raw)
+    assert out.value == f"<{char}>"
+    assert out.fields == {"n": [char], char: 1, "m": {char: [1, char]}}
+    assert lenient(raw) == out
+
+
+@pytest.mark.parametrize(
+    ("escaped", "replaced"),
+    [
+        (r"\ud800", "\ufffd"),  # lone halves at the bounds of their ranges
+        (r"\udbff", "\ufffd"),
+        (r"\udc00", "\ufffd"),
+        (r"\udfff", "\ufffd"),
+        (r"\ud83d\ud83d", "\ufffd\ufffd"),  # high, high
+        (r"\ud83d\udbff", "\ufffd\ufffd"),  # high, then the highest high
+        (r"\ud83d\ue000", "\ufffd\ue000"),  # high, then just above the low halves
+        (r"\ud83d\ud7ff", "\ufffd\ud7ff"),  # high, then just below the surrogates
+        (r"\udc00\ud83d", "\ufffd\ufffd"),  # low, high: the wrong order
+        (r"\ud83dx", "\ufffdx"),
+        (r"\ud83d\n", "\ufffd\n"),
+    ],
+)
+def test_unpaired_surrogates_fail_strict_and_are_replaced_lenient(
+    escaped: str, replaced: str
+) -> None:
+    raw = '{"content": "<' + escaped + '>"}'
+    assert strict(raw).error == M + r"unpaired \u surrogate" + IN_CONTENT
+    assert lenient(raw).value == f"<{replaced}>"
+
+
+@pytest.mark.parametrize(
+    ("escape", "invalid"),
+    [
+        ("\\u", '\\u"'),  # no hex digit, then the closing quote
+        ("\\u1", '\\u1"'),
+        ("\\u12", '\\u12"'),
+        ("\\u123", '\\u123"'),
+        ("\\uZ12", "\\uZ"),
+        ("\\u12 x", "\\u12 "),
+        ("\\u-1234", "\\u-"),
+    ],
+)
+def test_unicode_escape_with_too_few_hex_digits(escape: str, invalid: str) -> None:
+    raw = '{"content": "a' + escape + '"}'
+    assert strict(raw).error == M + f"invalid escape {invalid!r}" + IN_CONTENT
+    assert lenient(raw).value == "a" + escape  # kept literally
+
+
+def test_unicode_escape_cut_by_the_end_of_input() -> None:
+    for escape in ("\\u", "\\u1", "\\u12", "\\u123"):
+        raw = '{"content": "a' + escape
+        assert strict(raw).error == M + "a string value never closed"
+        assert lenient(raw).value == "a" + escape
 
 
 # ---- routing: handles versus fields ----------------------------------------------------------
@@ -558,6 +706,8 @@ def test_duplicate_key_with_a_handle_keeps_the_first_value() -> None:
     assert out.value == "a"
     assert out.fields == {}
     assert out.streams == (("content", "a"), ("content", "b"))
+    assert strict('{"content": 1, "content": [2]}').value == 1
+    assert strict('{"content": 1, "content": "b"}').value == 1
 
 
 def test_fields_are_read_only_and_live() -> None:
@@ -597,6 +747,42 @@ def test_raw_is_everything_fed() -> None:
     assert args.raw == '{"a": "b"}'
     args.finish()
     assert args.raw == '{"a": "b"}'
+
+
+def test_a_bare_stream_is_strict_and_the_chat_streams_are_lenient() -> None:
+    assert not ArgumentStream().is_lenient
+    assert not ArgumentStream.strict().is_lenient
+    assert ArgumentStream.lenient().is_lenient
+    with pytest.raises(ProtocolError, match="unescaped control character"):
+        ArgumentStream().feed('{"a": "x\ny"}')
+    assert LiveArguments(list).claim(0).is_lenient  # what a chat stream decodes with
+    assert not LiveArguments(list, lenient=False).claim(0).is_lenient
+
+
+def test_abort_closes_the_open_handles_once() -> None:
+    args = ArgumentStream.lenient()
+    content = args.field("content")
+    path = args.field("path")
+    args.feed('{"path": "p", "content": "ab')
+    args.abort("the chat ended")
+    assert path.value == "p"
+    assert content.done
+    assert content.take() == "ab"
+    with pytest.raises(ProtocolError) as info:
+        _ = content.value
+    assert str(info.value) == "tool call arguments incomplete: the chat ended: " + repr(args.raw)
+    with pytest.raises(ProtocolError, match="incomplete: the chat ended"):
+        _ = args.field("late").value
+    args.abort("again")  # no-op
+    with pytest.raises(ProtocolError, match="already failed"):
+        args.feed("x")
+    with pytest.raises(ProtocolError, match="already failed"):
+        args.finish()
+    finished = ArgumentStream.strict()
+    finished.feed("{}")
+    finished.finish()
+    finished.abort("too late")  # no-op
+    assert finished.finished
 
 
 # ---- the events hook ---------------------------------------------------------------------------
@@ -792,6 +978,41 @@ async def test_several_consumers_and_fields_concurrently() -> None:
     args.finish()
     assert await asyncio.gather(*tasks) == ['x "y" z', "é\n"]
     assert await asyncio.gather(*waits) == ['x "y" z', "é\n", [1]]
+
+
+def test_handles_work_under_trio() -> None:
+    async def main() -> tuple[list[str | None], Any, Any]:
+        args = ArgumentStream.strict()
+        content = args.field("content")
+        n = args.field("n")
+        got: list[str | None] = []
+        values: list[Any] = []
+
+        async def consume() -> None:
+            while True:
+                piece = await content.delta()
+                got.append(piece)
+                if piece is None:
+                    return
+
+        async def wait() -> None:
+            values.append(await content.wait())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            args.feed('{"content": "ab')
+            await anyio.wait_all_tasks_blocked()
+            assert got == ["ab"]
+            args.feed('cd", "n": 1}')
+            args.finish()
+        return got, values, await n.wait()
+
+    got, values, n = anyio.run(main, backend="trio")
+    assert got == ["ab", "cd", None]
+    assert values == ["abcd"]
+    assert n == 1
 
 
 def test_constructible_and_usable_without_a_running_loop() -> None:

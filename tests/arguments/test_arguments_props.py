@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llamaclient._arguments.stream import ArgumentStream, FieldText
+from llamaclient._arguments import ArgumentStream, FieldText
 from llamaclient._types.errors import ProtocolError
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

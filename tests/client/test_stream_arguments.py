@@ -199,3 +199,21 @@ async def test_arguments_taken_after_the_stream_ended_never_hang() -> None:
         assert await done.field("path").wait() == "notes.txt"
     with pytest.raises(ProtocolError, match="already ended"), anyio.fail_after(2):
         await never.field("x").wait()
+
+
+async def test_chat_streams_decode_leniently_by_default() -> None:
+    sloppy = ['{"path": "a", "content": "say "hi"', "\nnow", '"}']  # unescaped quotes, raw newline
+    async with FaultServer() as srv:
+        srv.route("POST", "/v1/chat/completions", tool_stream(sloppy, second=False))
+        async with Client(Config(srv.url)) as client:
+            s = client.chat(REQUEST, live_arguments=True)
+            args = s.arguments(0)
+            events = [e async for e in s]
+            strict = client.chat(REQUEST, lenient_arguments=False)
+            assert not strict.arguments(0).is_lenient
+            await strict.aclose()
+    assert args.is_lenient
+    deltas = [e for e in events if isinstance(e, ArgumentDelta) and e.field == "content"]
+    assert "".join(e.text for e in deltas) == 'say "hi"\nnow'
+    assert deltas[-1].done
+    assert await args.field("content").wait() == 'say "hi"\nnow'
