@@ -131,7 +131,7 @@ class ChatStream:
         self._served += 1
         if self._served >= _FAIRNESS_EVENTS:
             self._served = 0
-            await anyio.lowlevel.checkpoint()
+            await self._turn()
         while self._pos >= len(self._batch):
             if self._gen is None:
                 self._gen = _run(self._policies, self.request, self._body, self._shared)
@@ -140,6 +140,16 @@ class ChatStream:
         event = self._batch[self._pos]
         self._pos += 1
         return event
+
+    async def _turn(self) -> None:
+        try:
+            await anyio.lowlevel.checkpoint()
+        except BaseException:
+            # Cancelled here, outside the loop's generator: close it now (the response, the
+            # slot, the server's generation) instead of whenever it is garbage collected.
+            with anyio.CancelScope(shield=True):
+                await self.aclose()
+            raise
 
     async def __aenter__(self) -> ChatStream:
         return self

@@ -101,6 +101,33 @@ async def test_cancelling_the_task_closes_the_connection(
     assert disconnect.request.path == CHAT
 
 
+async def test_cancelled_at_the_fairness_turn_the_stream_still_closes_at_once(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    """Every 32 events a fast stream yields to the loop outside its generator; a cancel that
+    lands there must close the stream (and its connection) at once, not at garbage
+    collection, while the caller still holds the stream."""
+    many = chat_chunks([f"w{i} " for i in range(40)], finish_reason=None, done=False)
+    server.route("POST", CHAT, [*stream([b"".join(many)], end=False), Hold()])
+    stream_ = make_client().chat(user())
+    seen = 0
+
+    async def consume() -> None:
+        nonlocal seen
+        async for _ in stream_:  # no async with
+            seen += 1
+            if seen == 31:
+                tg.cancel_scope.cancel()  # the next __anext__ is the 32nd: the turn
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+    assert seen == 31
+    disconnect = await server.wait_disconnect(timeout=1.0)
+    assert disconnect.request.path == CHAT
+    assert stream_._gen is not None
+    assert stream_._gen.ag_frame is None  # the loop's generator is closed, not suspended
+
+
 async def test_cancelling_while_waiting_for_headers_closes_the_connection(
     server: FaultServer, make_client: ClientFactory
 ) -> None:
