@@ -483,7 +483,8 @@ def test_huge_unfinished_last_line_in_pieces_is_joined_in_order_at_flush(head: b
         assert decoder.last_event_type == b"x"  # ...but it was dispatched
         assert decoder.last_event_id == b"9"
     assert decoder.flush() == []  # nothing is left behind
-    assert decoder.feed(b"data: next\n\n") == [b"next"]
+    assert decoder.feed(b"data: next\n\ndata: cut") == [b"next"]
+    assert decoder.flush() == [b"cut"]
 
 
 def test_huge_unfinished_line_raw_then_pieces_at_flush() -> None:
@@ -597,3 +598,38 @@ def test_decoder_state_properties() -> None:
 def test_field_lines(line: bytes, fed: list[bytes]) -> None:
     for prefix in (b"", b":\n"):  # at an event boundary, and after a comment (per-line path)
         assert ours([prefix + line + b"\n\n"]).fed == fed, prefix
+
+
+def test_line_by_line_event_then_whole_events_in_one_read() -> None:
+    """An event kept line by line ends in a read that also holds whole events."""
+    big = b"x" * (_sse._RAW_LIMIT + 1)
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: " + big + b"\n") == []  # over the limit: line by line
+    assert decoder.feed(b"data: y\n\ndata: z\n\nevent: e\ndata: w\n\ndata: v") == [
+        big + b"\ny",
+        b"z",
+    ]
+    assert decoder.last_event_type == b"e"
+    assert decoder.feed(b"\n\n") == [b"v"]
+
+
+def test_line_by_line_event_ended_by_a_blank_line_at_a_read_start() -> None:
+    big = b"x" * (_sse._RAW_LIMIT + 1)
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: " + big + b"\n") == []
+    assert decoder.feed(b"\ndata: a\n\n") == [big, b"a"]
+    assert decoder.feed(b"data: " + big + b"\ndata: b\n") == []
+    assert decoder.feed(b"data: c") == []  # no blank line yet: lines are kept
+    assert decoder.feed(b"\n\n") == [big + b"\nb\nc"]
+
+
+def test_line_by_line_event_ends_exactly_at_its_blank_line() -> None:
+    """Nothing of the event's last line is read again after its blank line (an ``id`` tail
+    re-read as a field would reset the last event id)."""
+    big = b"x" * (_sse._RAW_LIMIT + 1)
+    decoder = SSEDecoder()
+    assert decoder.feed(b"id: 7\ndata: " + big + b"\n") == []
+    assert decoder.feed(b"data: paid\n\n") == [big + b"\npaid"]
+    assert decoder.last_event_id == b"7"
+    assert decoder.feed(b"data: " + big + b"\n") == []
+    assert decoder.feed(b"data: a\n\ndata: b\n\n") == [big + b"\na", b"b"]
