@@ -644,16 +644,22 @@ def test_error_partial_holds_the_tool_calls_so_far() -> None:
     asm = Assembler()
     asm.push(_tools({**_tool(0, "a", "f", "{}"), "extra_content": {"s": 1}}))
     asm.push(_tools(_tool(1, "b", "g", '{"x":')))
+    asm.push(_tools(_tool(1, None, None, "2")))
     asm.push(_tools(_tool(2, None, None, "[1")))  # ends call 1; call 2 has no id nor name yet
-    assert asm.tool_calls_so_far() == [("f", "{}", True), ("g", '{"x":', True), (None, "[1", False)]
+    asm.push(_tools(_tool(2, None, None, ",")))
+    assert asm.tool_calls_so_far() == [
+        ("f", "{}", True),
+        ("g", '{"x":2', True),
+        (None, "[1,", False),
+    ]
     with pytest.raises(ServerError) as info:
         asm.push('{"error":{"code":500,"message":"boom","type":"server_error"}}')
     partial = info.value.partial
     assert partial is not None
     assert partial.tool_calls == (
         ToolCall("a", "f", "{}", {"extra_content": {"s": 1}}),
-        ToolCall("b", "g", '{"x":'),
-        ToolCall("", "", "[1"),
+        ToolCall("b", "g", '{"x":2'),
+        ToolCall("", "", "[1,"),
     )
     assert partial.finish_reason is None
 
@@ -682,6 +688,8 @@ def test_protocol_error_partial_holds_the_output_so_far() -> None:
 # -- state accessors --------------------------------------------------------------------------
 def test_state_accessors_follow_the_stream() -> None:
     asm = Assembler()
+    assert asm.in_reasoning is False
+    assert asm.reasoning_tokens == 0
     assert (asm.id, asm.is_finished, asm.saw_output, asm.tool_calls_so_far()) == (
         None,
         False,
@@ -692,6 +700,9 @@ def test_state_accessors_follow_the_stream() -> None:
     assert (asm.id, asm.is_finished, asm.saw_output) == (streams.ID, False, False)
     asm.push(dumps(chunk({"reasoning_content": "r"})))
     assert asm.saw_output
+    assert asm.in_reasoning is True
+    asm.push(dumps(chunk({"content": "c"})))
+    assert asm.in_reasoning is False
     asm.push(dumps(chunk({}, "stop")))
     assert asm.is_finished
     for delta in ({"content": "c"}, {"tool_calls": [_tool(0, "i", "f")]}):
@@ -915,6 +926,7 @@ def test_error_finish_without_finish_reason_or_id() -> None:
         asm.finish()
     assert str(info.value) == "no chunk carried a completion id"
     assert info.value.partial is not None
+    assert (info.value.partial.id, info.value.partial.model) == ("", None)
     assert info.value.partial.content == "x"
     assert info.value.partial.finish_reason is FinishReason.STOP
 
@@ -1008,8 +1020,10 @@ def test_from_response_tool_calls_with_index() -> None:
 
 def test_from_response_without_message_or_finish() -> None:
     assert Assembler.from_response(_response(None)).content is None
-    with pytest.raises(StreamClosedEarlyError):
+    with pytest.raises(StreamClosedEarlyError) as info:
         Assembler.from_response(_response({"content": "x"}, None))
+    assert info.value.partial is not None
+    assert (info.value.partial.id, info.value.partial.content) == ("r1", "x")
     with pytest.raises(ProtocolError, match=r"^no chunk carried a completion id$"):
         Assembler.from_response('{"choices":[{"index":0,"finish_reason":"stop","message":{}}]}')
 

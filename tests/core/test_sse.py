@@ -633,3 +633,19 @@ def test_line_by_line_event_ends_exactly_at_its_blank_line() -> None:
     assert decoder.last_event_id == b"7"
     assert decoder.feed(b"data: " + big + b"\n") == []
     assert decoder.feed(b"data: a\n\ndata: b\n\n") == [big + b"\na", b"b"]
+
+
+def test_two_line_event_after_a_whole_one_in_one_read() -> None:
+    """The all-one-line-events fast path must not take an event of two data lines."""
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\n\ndata: b\ndata: c\n") == [b"a"]
+    assert decoder.feed(b"\n") == [b"b\nc"]
+
+
+def test_decoder_reused_after_flush_of_a_small_event() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a") == []
+    assert decoder.flush() == [b"a"]
+    assert decoder.feed(b"data: b\n\ndata: c") == [b"b"]
+    assert decoder.flush() == [b"c"]
+    assert decoder.flush() == []
