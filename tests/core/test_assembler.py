@@ -274,7 +274,7 @@ def test_tool_piece_ends_reasoning() -> None:
     asm.push(dumps(chunk({"reasoning_content": "x"}, timings=timings(1))))
     assert asm.in_reasoning
     asm.push(dumps(chunk({"tool_calls": [{"index": 0, "id": "i", "function": {"name": "f"}}]})))
-    assert not asm.in_reasoning
+    assert asm.in_reasoning is False
 
 
 def test_reasoning_tokens_without_timings_count_payloads() -> None:
