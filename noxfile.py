@@ -101,5 +101,5 @@ def coverage(session: nox.Session) -> None:
 @nox.session
 def mutation(session: nox.Session) -> None:
     _install(session, "test")
-    session.install("mutmut>=3.3")
+    session.install("mutmut>=3.8")  # source_paths, only_mutate
     session.run("python", "-m", "devtools.mutation", *session.posargs)
