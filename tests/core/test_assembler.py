@@ -25,6 +25,7 @@ from llamaclient import (
     ToolCallDelta,
     ToolCallDone,
 )
+from llamaclient._types.completion import Timings, Usage
 from llamaclient._types.events import ChatEvent
 from tests.support import streams
 from tests.support.reference import fold
@@ -273,7 +274,7 @@ def test_tool_piece_ends_reasoning() -> None:
     asm.push(dumps(chunk({"reasoning_content": "x"}, timings=timings(1))))
     assert asm.in_reasoning
     asm.push(dumps(chunk({"tool_calls": [{"index": 0, "id": "i", "function": {"name": "f"}}]})))
-    assert not asm.in_reasoning
+    assert asm.in_reasoning is False
 
 
 def test_reasoning_tokens_without_timings_count_payloads() -> None:
@@ -554,3 +555,492 @@ def test_random_bytes_only_raise_protocol_error(data: bytes) -> None:
 def test_random_json_shapes_only_raise_our_errors(obj: Any) -> None:
     with contextlib.suppress(ProtocolError, ServerError):
         Assembler().push(dumps(obj))
+
+
+# -- partials: what an error carries -------------------------------------------------------
+def _tool(
+    index: int | None = 0, id: str | None = None, name: str | None = None, args: str | None = None
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {}
+    if index is not None:
+        entry["index"] = index
+    if id is not None:
+        entry["id"] = id
+    function = {k: v for k, v in (("name", name), ("arguments", args)) if v is not None}
+    if function:
+        entry["function"] = function
+    return entry
+
+
+def _tools(*entries: dict[str, Any], **extra: Any) -> str:
+    return dumps(chunk({"tool_calls": list(entries)}, **extra))
+
+
+def test_partial_is_none_before_any_chunk() -> None:
+    asm = Assembler()
+    assert asm.partial() is None
+    assert asm.partial(thinking_capped=True) is None
+    asm.push("[DONE]")
+    assert asm.partial() is None
+    with pytest.raises(StreamClosedEarlyError) as info:
+        asm.finish()
+    assert info.value.partial is None
+
+
+def test_error_on_the_first_payload_has_no_partial() -> None:
+    with pytest.raises(ProtocolError) as info:
+        Assembler().push("nope")
+    assert info.value.partial is None
+    with pytest.raises(ServerError) as error:
+        Assembler().push('{"error":"boom"}')
+    assert error.value.partial is None
+
+
+def test_partial_after_a_chunk_without_text() -> None:
+    asm = Assembler()
+    asm.push(dumps(chunk(ROLE)))
+    partial = asm.partial()
+    assert partial == Completion(
+        id=streams.ID,
+        model="tiny.gguf",
+        content=None,
+        reasoning_content=None,
+        tool_calls=(),
+        finish_reason=None,
+        timings=None,
+        usage=Usage(),
+        reasoning_tokens=0,
+        thinking_capped=False,
+    )
+
+
+def test_partial_carries_thinking_capped() -> None:
+    asm = Assembler()
+    asm.push(dumps(chunk({"reasoning_content": "hm"})))
+    capped = asm.partial(thinking_capped=True)
+    assert capped is not None
+    assert capped.thinking_capped is True
+    assert (capped.reasoning_content, capped.reasoning_tokens) == ("hm", 1)
+    plain = asm.partial()
+    assert plain is not None
+    assert plain.thinking_capped is False
+    with pytest.raises(StreamClosedEarlyError) as info:
+        asm.finish(thinking_capped=True)
+    assert info.value.partial is not None
+    assert info.value.partial.thinking_capped is True
+    with pytest.raises(StreamClosedEarlyError) as info:
+        asm.finish()
+    assert info.value.partial is not None
+    assert info.value.partial.thinking_capped is False
+
+
+def test_finish_carries_thinking_capped() -> None:
+    payloads = streams.payloads(streams.reasoning_answer())
+    assert feed(payloads)[0].finish(thinking_capped=True).thinking_capped is True
+    assert feed(payloads)[0].finish().thinking_capped is False
+
+
+def test_error_partial_holds_the_tool_calls_so_far() -> None:
+    asm = Assembler()
+    asm.push(_tools({**_tool(0, "a", "f", "{}"), "extra_content": {"s": 1}}))
+    asm.push(_tools(_tool(1, "b", "g", '{"x":')))
+    asm.push(_tools(_tool(1, None, None, "2")))
+    asm.push(_tools(_tool(2, None, None, "[1")))  # ends call 1; call 2 has no id nor name yet
+    asm.push(_tools(_tool(2, None, None, ",")))
+    assert asm.tool_calls_so_far() == [
+        ("f", "{}", True),
+        ("g", '{"x":2', True),
+        (None, "[1,", False),
+    ]
+    with pytest.raises(ServerError) as info:
+        asm.push('{"error":{"code":500,"message":"boom","type":"server_error"}}')
+    partial = info.value.partial
+    assert partial is not None
+    assert partial.tool_calls == (
+        ToolCall("a", "f", "{}", {"extra_content": {"s": 1}}),
+        ToolCall("b", "g", '{"x":2'),
+        ToolCall("", "", "[1,"),
+    )
+    assert partial.finish_reason is None
+
+
+def test_protocol_error_partial_holds_the_output_so_far() -> None:
+    asm = Assembler()
+    asm.push(dumps(chunk({"content": "Hi"}, timings=timings(3))))
+    asm.push(dumps(chunk(None, usage=streams.USAGE)))
+    asm.push(_tools(_tool(0, "a", "f", "{")))
+    with pytest.raises(ProtocolError) as info:
+        asm.push(dumps(chunk({}, "eos")))
+    partial = info.value.partial
+    assert partial is not None
+    assert (partial.id, partial.model, partial.content) == (streams.ID, "tiny.gguf", "Hi")
+    assert partial.tool_calls == (ToolCall("a", "f", "{"),)
+    assert partial.timings is not None
+    assert partial.timings.predicted_n == 3
+    assert partial.usage == Usage(20, 7, 0)
+    # once failed, every later push says so, with the same partial
+    with pytest.raises(ProtocolError) as again:
+        asm.push(dumps(chunk({"content": "x"})))
+    assert str(again.value).startswith("push after an error: ")
+    assert again.value.partial == partial
+
+
+# -- state accessors --------------------------------------------------------------------------
+def test_state_accessors_follow_the_stream() -> None:
+    asm = Assembler()
+    assert asm.in_reasoning is False
+    assert asm.reasoning_tokens == 0
+    assert (asm.id, asm.is_finished, asm.saw_output, asm.tool_calls_so_far()) == (
+        None,
+        False,
+        False,
+        [],
+    )
+    asm.push(dumps(chunk(ROLE)))
+    assert (asm.id, asm.is_finished, asm.saw_output) == (streams.ID, False, False)
+    asm.push(dumps(chunk({"reasoning_content": "r"})))
+    assert asm.saw_output
+    assert asm.in_reasoning is True
+    asm.push(dumps(chunk({"content": "c"})))
+    assert asm.in_reasoning is False
+    asm.push(dumps(chunk({}, "stop")))
+    assert asm.is_finished
+    for delta in ({"content": "c"}, {"tool_calls": [_tool(0, "i", "f")]}):
+        other = Assembler()
+        other.push(dumps(chunk(delta)))
+        assert other.saw_output
+
+
+def test_the_first_completion_id_wins_and_the_latest_model() -> None:
+    asm = Assembler()
+    asm.push('{"id":"first","model":"a","choices":[]}')
+    asm.push('{"id":"second","model":"b","choices":[]}')
+    asm.push('{"choices":[{"index":0,"finish_reason":"stop","delta":{}}]}')
+    done = asm.finish()
+    assert (asm.id, done.id, done.model) == ("first", "first", "b")
+
+
+def test_usage_without_prompt_tokens_details() -> None:
+    asm = Assembler()
+    asm.push(dumps(chunk({}, "stop")))
+    asm.push(dumps(chunk(None, usage={"prompt_tokens": 4, "completion_tokens": 2})))
+    assert asm.finish().usage == Usage(prompt_tokens=4, completion_tokens=2, cached_tokens=None)
+
+
+def test_the_latest_usage_replaces_the_earlier() -> None:
+    asm = Assembler()
+    asm.push(dumps(chunk({}, None, usage=streams.USAGE)))
+    asm.push(dumps(chunk({}, "stop", usage={"completion_tokens": 9})))
+    assert asm.finish().usage == Usage(None, 9, None)
+
+
+# -- tool-call pieces -----------------------------------------------------------------------
+def test_piece_without_function_or_arguments() -> None:
+    asm = Assembler()
+    assert asm.push(_tools(_tool(0, "a"))) == [ToolCallDelta(0, "a", None, "")]
+    assert asm.push(_tools(_tool(0, None, "f"))) == [ToolCallDelta(0, None, "f", "")]
+    assert asm.push(_tools(_tool(0, None, None, ""))) == [ToolCallDelta(0, None, None, "")]
+    assert asm.push(_tools({"index": 0, "function": None})) == [ToolCallDelta(0, None, None, "")]
+    assert asm.push(_tools(_tool(0, None, None, "{}"))) == [ToolCallDelta(0, None, None, "{}")]
+    events = asm.push(dumps(chunk({}, "tool_calls")))
+    assert events == [ToolCallDone(0, ToolCall("a", "f", "{}"))]
+
+
+def test_the_first_id_wins() -> None:
+    asm = Assembler()
+    asm.push(_tools(_tool(0, "first", "f", "{")))
+    # a later piece of the same call with another id: reported as carried, not adopted
+    assert asm.push(_tools(_tool(0, "second", None, "}"))) == [
+        ToolCallDelta(0, "second", None, "}")
+    ]
+    asm.push(dumps(chunk({}, "tool_calls")))
+    assert asm.finish().tool_calls == (ToolCall("first", "f", "{}"),)
+
+
+def test_an_empty_id_is_no_id() -> None:
+    asm = Assembler()
+    asm.push(_tools(_tool(0, "", "f", "{")))
+    asm.push(_tools(_tool(0, "late", None, "}")))
+    asm.push(dumps(chunk({}, "tool_calls")))
+    assert asm.finish().tool_calls == (ToolCall("late", "f", "{}"),)
+
+
+def test_pieces_without_index_continue_the_last_call() -> None:
+    asm = Assembler()
+    events = asm.push(_tools(_tool(None, "c1", "f", "{")))
+    assert events == [ToolCallDelta(0, "c1", "f", "{")]
+    # the same id again, or no id: the same call
+    assert asm.push(_tools(_tool(None, "c1", None, '"a"'))) == [ToolCallDelta(0, "c1", None, '"a"')]
+    assert asm.push(_tools(_tool(None, None, None, ":1}"))) == [ToolCallDelta(0, None, None, ":1}")]
+    events = asm.push(_tools(_tool(None, "c2", "g", "{}")))
+    assert events == [
+        ToolCallDone(0, ToolCall("c1", "f", '{"a":1}')),
+        ToolCallDelta(1, "c2", "g", "{}"),
+    ]
+
+
+def test_first_piece_without_index_or_id_starts_a_call() -> None:
+    asm = Assembler()
+    assert asm.push(_tools(_tool(None, None, "f", "{"))) == [ToolCallDelta(0, None, "f", "{")]
+    # an id on a later piece is a new id, so a new call: the first one never got its id
+    late = _tools(_tool(None, "late", None, "}"))
+    with pytest.raises(ProtocolError) as info:
+        asm.push(late)
+    assert str(info.value) == f"tool call 0 never got an id: {late!r}"
+
+
+def test_new_call_after_a_done_call_does_not_close_it_twice() -> None:
+    asm = Assembler()
+    asm.push(_tools(_tool(0, "a", "f", "{}")))
+    asm.push(dumps(chunk({}, "tool_calls")))
+    # a late piece for a new call (servers do not do this; it must not re-close call 0)
+    assert asm.push(_tools(_tool(1, "b", "g", "{}"))) == [ToolCallDelta(1, "b", "g", "{}")]
+
+
+def test_several_calls_in_one_payload() -> None:
+    asm = Assembler()
+    events = asm.push(_tools(_tool(0, "a", "f", "{}"), _tool(1, "b", "g", "[]")))
+    assert events == [
+        ToolCallDelta(0, "a", "f", "{}"),
+        ToolCallDone(0, ToolCall("a", "f", "{}")),
+        ToolCallDelta(1, "b", "g", "[]"),
+    ]
+    assert asm.push(dumps(chunk({}, "tool_calls"))) == [ToolCallDone(1, ToolCall("b", "g", "[]"))]
+
+
+def test_extension_fields_of_later_pieces_are_merged() -> None:
+    asm = Assembler()
+    asm.push(_tools({**_tool(0, "a", "f", "{"), "x": 1, "y": [1]}))
+    asm.push(_tools({**_tool(0, None, None, "}"), "x": 2}))
+    asm.push(dumps(chunk({}, "tool_calls")))
+    assert asm.finish().tool_calls[0].extra == {"x": 2, "y": [1]}
+
+
+# -- errors say what was wrong, and carry the offending text ------------------------------------
+def _protocol_error(payloads: list[str], last: str) -> ProtocolError:
+    asm, _ = feed(payloads)
+    with pytest.raises(ProtocolError) as info:
+        asm.push(last)
+    return info.value
+
+
+def test_error_not_a_chunk_names_the_decoder_problem() -> None:
+    error = _protocol_error([], '{"choices": 5}')
+    assert error.raw == '{"choices": 5}'
+    assert str(error) == (
+        "not a chat completion chunk (Expected `array | null`, got `int` - at `$.choices`): "
+        "'{\"choices\": 5}'"
+    )
+
+
+def test_error_bytes_payload_raw_is_text() -> None:
+    asm = Assembler()
+    with pytest.raises(ProtocolError) as info:
+        asm.push(b'{"choices": "\xc3\xa9"}')
+    assert info.value.raw == '{"choices": "é"}'
+
+
+def test_error_data_after_done() -> None:
+    error = _protocol_error(["[DONE]"], '{"id":"x"}')
+    assert str(error) == 'data after [DONE]: \'{"id":"x"}\''
+    assert error.raw == '{"id":"x"}'
+    assert error.partial is None
+    asm, _ = feed(['{"id":"x","choices":[]}', " [DONE]\n"])  # whitespace around is fine
+    with pytest.raises(ProtocolError) as info:
+        asm.push("{}")
+    assert info.value.partial is not None
+    assert info.value.partial.id == "x"
+
+
+def test_error_choice_index() -> None:
+    payload = '{"id":"x","choices":[{"index":1,"delta":{"content":"a"}}]}'
+    error = _protocol_error([], payload)
+    assert str(error) == f"only n=1 is supported: {payload!r}"
+    assert error.raw == payload
+
+
+def test_error_unknown_finish_reason() -> None:
+    payload = dumps(chunk({"content": "a"}, "eos"))
+    error = _protocol_error([], payload)
+    assert str(error).startswith("unknown finish_reason 'eos': ")
+    assert error.raw == payload
+    assert error.partial is not None
+    assert error.partial.content == "a"  # the text of the failing payload is kept
+
+
+def test_error_bad_tool_call_entry() -> None:
+    payload = '{"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"index":"0"}]}}]}'
+    error = _protocol_error([], payload)
+    assert str(error).startswith("bad tool call entry (Expected `int | null`, got `str`")
+    assert error.raw == payload
+
+
+@pytest.mark.parametrize(("index", "calls"), [(1, 0), (-1, 0), (3, 2)])
+def test_error_tool_index_out_of_range(index: int, calls: int) -> None:
+    before = [_tools(_tool(i, f"c{i}", "f", "{}")) for i in range(calls)]
+    payload = _tools(_tool(index, "z", "g"))
+    error = _protocol_error(before, payload)
+    assert str(error) == f"tool call index {index} skips ahead of {calls} calls: {payload!r}"
+    assert error.raw == payload
+    if calls:
+        assert error.partial is not None
+        assert len(error.partial.tool_calls) == calls
+
+
+@pytest.mark.parametrize(
+    ("entry", "missing"),
+    [(_tool(0, None, "f"), "id"), (_tool(0, "a"), "name"), (_tool(0), "id")],
+)
+def test_error_tool_call_incomplete_when_closed(entry: dict[str, Any], missing: str) -> None:
+    finish = dumps(chunk({}, "tool_calls"))
+    error = _protocol_error([_tools(entry)], finish)
+    assert str(error) == f"tool call 0 never got an {missing}: {finish!r}"
+    assert error.raw == finish
+    assert error.partial is not None
+    # closed by the next call's first piece: the error shows that piece
+    nxt = _tools(_tool(1, "b", "g"))
+    error = _protocol_error([_tools(entry)], nxt)
+    assert str(error) == f"tool call 0 never got an {missing}: {nxt!r}"
+
+
+def test_error_tool_call_incomplete_at_finish() -> None:
+    asm = Assembler()
+    asm.push(_tools(_tool(0, "a", "f")))
+    asm.push(dumps(chunk({}, "tool_calls")))
+    asm.push(_tools(_tool(1, "b")))  # a piece after the finish reason: never closed
+    with pytest.raises(ProtocolError) as info:
+        asm.finish()
+    assert str(info.value) == "tool call 1 never got an name"
+    assert info.value.raw == ""
+
+
+def test_error_finish_without_finish_reason_or_id() -> None:
+    asm = Assembler()
+    asm.push(dumps(chunk({"content": "a"})))
+    with pytest.raises(StreamClosedEarlyError) as early:
+        asm.finish()
+    assert str(early.value) == "the stream ended before a finish reason"
+    asm = Assembler()
+    asm.push('{"choices":[{"index":0,"finish_reason":"stop","delta":{"content":"x"}}]}')
+    with pytest.raises(ProtocolError) as info:
+        asm.finish()
+    assert str(info.value) == "no chunk carried a completion id"
+    assert info.value.partial is not None
+    assert (info.value.partial.id, info.value.partial.model) == ("", None)
+    assert info.value.partial.content == "x"
+    assert info.value.partial.finish_reason is FinishReason.STOP
+
+
+def test_server_error_message_and_fields() -> None:
+    with pytest.raises(ServerError) as info:
+        Assembler().push('{"error":{"code":503,"message":"Loading model","type":"unavailable"}}')
+    assert str(info.value) == "server error 503: Loading model"
+    assert (info.value.message, info.value.code, info.value.type) == (
+        "Loading model",
+        503,
+        "unavailable",
+    )
+    with pytest.raises(ServerError) as plain:
+        Assembler().push('{"error":"boom"}')
+    assert str(plain.value) == "server error None: boom"
+    assert (plain.value.message, plain.value.code, plain.value.type) == ("boom", None, None)
+    with pytest.raises(ServerError) as bare:
+        Assembler().push('{"error":{}}')
+    assert (bare.value.message, bare.value.code, bare.value.type) == ("", None, None)
+
+
+# -- non-streamed responses ----------------------------------------------------------------
+def _response(message: dict[str, Any] | None, finish: str | None = "stop", **extra: Any) -> str:
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+    if message is not None:
+        choice["message"] = message
+    return dumps({"id": "r1", "object": "chat.completion", "choices": [choice], **extra})
+
+
+def test_from_response_with_usage_model_and_timings() -> None:
+    usage = {
+        "prompt_tokens": 11,
+        "completion_tokens": 3,
+        "prompt_tokens_details": {"cached_tokens": 8},
+    }
+    body = _response(
+        {"role": "assistant", "content": "Hi!"}, model="tiny", usage=usage, timings=timings(3)
+    )
+    got = Assembler.from_response(body)
+    assert got == Completion(
+        id="r1",
+        model="tiny",
+        content="Hi!",
+        reasoning_content=None,
+        tool_calls=(),
+        finish_reason=FinishReason.STOP,
+        timings=Timings(0, 20, 3, 12.5, 1600.0, 6.0, 500.0),
+        usage=Usage(11, 3, 8),
+        reasoning_tokens=0,
+    )
+
+
+def test_from_response_usage_without_details_and_no_model() -> None:
+    body = _response({"content": "x"}, "length", usage={"prompt_tokens": 2})
+    got = Assembler.from_response(body)
+    assert (got.model, got.usage, got.finish_reason) == (None, Usage(2), FinishReason.LENGTH)
+    assert got.timings is None
+
+
+def test_from_response_reasoning_tokens_from_timings() -> None:
+    body = _response({"reasoning_content": "think", "content": "x"}, timings=timings(40))
+    got = Assembler.from_response(body)
+    assert (got.reasoning_content, got.reasoning_tokens) == ("think", 40)
+
+
+def test_from_response_tool_calls_without_index_are_positional() -> None:
+    calls = [
+        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+        {"id": "a", "type": "function", "function": {"name": "g", "arguments": "[]"}},
+        {"type": "function", "id": "c", "function": {"name": "h"}, "x": 1},
+    ]
+    got = Assembler.from_response(_response({"content": None, "tool_calls": calls}, "tool_calls"))
+    # one call per entry, even when an id repeats (no streaming "continue the last call" rule)
+    assert got.tool_calls == (
+        ToolCall("a", "f", "{}"),
+        ToolCall("a", "g", "[]"),
+        ToolCall("c", "h", "", {"x": 1}),
+    )
+    assert got.content is None
+
+
+def test_from_response_tool_calls_with_index() -> None:
+    calls = [
+        {"index": 0, "id": "a", "function": {"name": "f", "arguments": "{}"}},
+        {"index": 1, "id": "b", "function": {"name": "g", "arguments": "{}"}},
+    ]
+    got = Assembler.from_response(_response({"tool_calls": calls}, "tool_calls"))
+    assert [c.id for c in got.tool_calls] == ["a", "b"]
+
+
+def test_from_response_without_message_or_finish() -> None:
+    assert Assembler.from_response(_response(None)).content is None
+    with pytest.raises(StreamClosedEarlyError) as info:
+        Assembler.from_response(_response({"content": "x"}, None))
+    assert info.value.partial is not None
+    assert (info.value.partial.id, info.value.partial.content) == ("r1", "x")
+    with pytest.raises(ProtocolError, match=r"^no chunk carried a completion id$"):
+        Assembler.from_response('{"choices":[{"index":0,"finish_reason":"stop","message":{}}]}')
+
+
+def test_from_response_errors() -> None:
+    with pytest.raises(ProtocolError) as info:
+        Assembler.from_response(b"<html>502</html>")
+    assert str(info.value) == (
+        "not a chat completion (JSON is malformed: invalid character (byte 0)): '<html>502</html>'"
+    )
+    assert info.value.raw == "<html>502</html>"
+    assert info.value.partial is None
+    with pytest.raises(ServerError) as error:
+        Assembler.from_response('{"error":{"code":400,"message":"bad","type":"x"}}')
+    assert str(error.value) == "server error 400: bad"
+    assert (error.value.code, error.value.type) == (400, "x")
+    with pytest.raises(ProtocolError) as index:
+        Assembler.from_response('{"id":"r","choices":[{"index":2,"finish_reason":"stop"}]}')
+    assert str(index.value).startswith("only n=1 is supported: ")
+    assert index.value.raw == '{"id":"r","choices":[{"index":2,"finish_reason":"stop"}]}'

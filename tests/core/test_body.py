@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -232,3 +233,206 @@ def test_logit_bias_pairs_go_as_given() -> None:
     """Pairs are llama-server's own form: a str there is text, even when it is all digits."""
     got = body(ChatRequest([UserMessage("u")], logit_bias=[("364", -1.0), (7, 2.0)]))
     assert got["logit_bias"] == [["364", -1.0], [7, 2.0]]
+
+
+# -- every setting reaches the body, and only when set --------------------------------------
+def test_seed_min_p_and_response_format_are_sent() -> None:
+    fmt = {"type": "json_object"}
+    got = body(ChatRequest([UserMessage("u")], seed=1, min_p=0.1, response_format=fmt))
+    assert (got["seed"], got["min_p"], got["response_format"]) == (1, 0.1, fmt)
+    plain = body(ChatRequest([UserMessage("u")]))
+    for key in ("seed", "min_p", "response_format", "json_schema", "sse_ping_interval"):
+        assert key not in plain
+    for key in ("parallel_tool_calls", "reasoning_content", "tools", "id_slot"):
+        assert key not in plain
+
+
+def test_request_sampling_overrides_the_config() -> None:
+    req = ChatRequest([UserMessage("u")], max_tokens=9, temperature=1.5, top_p=0.5, top_k=3)
+    got = body(req)
+    assert (got["max_tokens"], got["temperature"], got["top_p"], got["top_k"]) == (9, 1.5, 0.5, 3)
+    # a falsy request value is still a value: it overrides the config too
+    zero = body(ChatRequest([UserMessage("u")], max_tokens=0, temperature=0.0, top_p=0.0, top_k=0))
+    assert (zero["max_tokens"], zero["temperature"], zero["top_p"], zero["top_k"]) == (0, 0, 0, 0)
+    # left None, the config's values apply
+    got = body(ChatRequest([UserMessage("u")]))
+    assert (got["max_tokens"], got["temperature"], got["top_p"], got["top_k"]) == (
+        512,
+        0.6,
+        0.95,
+        20,
+    )
+
+
+def test_non_streamed_body_has_no_streaming_fields() -> None:
+    got = json.loads(build_body(CFG, ChatRequest([UserMessage("u")]), stream=False))
+    for key in ("stream", "stream_options", "return_progress", "timings_per_token"):
+        assert key not in got
+    assert got["cache_prompt"] is True
+    assert got["reasoning_control"] is True
+    assert got["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_streamed_body_asks_for_usage_progress_and_timings() -> None:
+    got = body(ChatRequest([UserMessage("u")]))
+    assert got["stream"] is True
+    assert got["stream_options"] == {"include_usage": True}
+    assert got["return_progress"] is True
+    assert got["timings_per_token"] is True
+
+
+def test_model_from_config() -> None:
+    assert body(ChatRequest([UserMessage("u")]))["model"] == "m"
+    assert "model" not in body(ChatRequest([UserMessage("u")]), Config("http://x", model=""))
+
+
+@pytest.mark.parametrize("slot", [0, 1, 7])
+def test_slot_boundaries(slot: int) -> None:
+    assert body(ChatRequest([UserMessage("u")], slot=slot))["id_slot"] == slot
+
+
+@pytest.mark.parametrize("max_tokens", [0, -1, 1])
+def test_max_tokens_boundaries(max_tokens: int) -> None:
+    assert body(ChatRequest([UserMessage("u")], max_tokens=max_tokens))["max_tokens"] == max_tokens
+
+
+def test_thinking_budget_zero_is_valid_and_not_a_body_field() -> None:
+    got = body(ChatRequest([UserMessage("u")], thinking_budget=0))
+    assert "thinking_budget" not in got
+    assert got == body(ChatRequest([UserMessage("u")]))
+
+
+def test_logit_bias_int_keys_and_empty() -> None:
+    bias: dict[int | str, float] = {5: 1.0, "10": -2.0}
+    got = body(ChatRequest([UserMessage("u")], logit_bias=bias))
+    assert got["logit_bias"] == [[5, 1.0], [10, -2.0]]
+    assert body(ChatRequest([UserMessage("u")], logit_bias={}))["logit_bias"] == []
+
+
+def test_tool_parameters_without_type_are_an_object() -> None:
+    tool = ToolSchema("f", "d", {"properties": {"a": {"type": "string"}}})
+    got = body(ChatRequest([UserMessage("u")], tools=[tool]))
+    assert got["tools"][0]["function"]["parameters"] == {"properties": {"a": {"type": "string"}}}
+
+
+def test_tool_results_may_answer_any_earlier_call() -> None:
+    calls = (ToolCall("a", "f", "{}"), ToolCall("b", "g", "{}"))
+    msgs: list[ChatMessage] = [
+        UserMessage("u"),
+        AssistantMessage(tool_calls=calls),
+        ToolMessage("b", "2"),
+        ToolMessage("a", "1"),
+        AssistantMessage("ok"),
+        ToolMessage("a", "again"),
+    ]
+    got = body(ChatRequest(msgs))["messages"]
+    assert [m.get("tool_call_id") for m in got] == [None, None, "b", "a", None, "a"]
+
+
+def test_assistant_empty_tool_calls_left_out() -> None:
+    wire = body(ChatRequest([AssistantMessage("x", tool_calls=())]))["messages"][0]
+    assert wire == {"role": "assistant", "content": "x"}
+
+
+# -- errors say what was wrong and where ---------------------------------------------------
+class _NamedThing:
+    name = "f"
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (ChatRequest([]), "the request has no messages"),
+        (ChatRequest(b"hi"), "messages must be a sequence of messages, not a string"),  # type: ignore[arg-type]
+        (
+            ChatRequest([UserMessage("u")], tools=[ToolSchema("")]),
+            "every tool needs a non-empty name",
+        ),
+        (
+            ChatRequest([UserMessage("u")], tools=[object()]),  # type: ignore[list-item]
+            "every tool needs a non-empty name",
+        ),
+        (
+            ChatRequest(
+                [UserMessage("u")], tools=[ToolSchema("f"), ToolSchema("g"), ToolSchema("f")]
+            ),
+            "two tools are named 'f'",
+        ),
+        (
+            ChatRequest([UserMessage("u")], tools=[_NamedThing()]),  # type: ignore[list-item]
+            "tools must hold ToolSchema values, not _NamedThing",
+        ),
+        (
+            ChatRequest([UserMessage("u")], tools=[ToolSchema("g", "", {"type": "array"})]),
+            "tool 'g': parameters must be a JSON Schema object "
+            '({"type": "object", "properties": {...}})',
+        ),
+        (
+            ChatRequest([UserMessage("u")], tools=[ToolSchema("g", "", ["x"])]),  # type: ignore[arg-type]
+            "tool 'g': parameters must be a JSON Schema object "
+            '({"type": "object", "properties": {...}})',
+        ),
+        (
+            ChatRequest([UserMessage("u")], tool_choice="f"),  # type: ignore[arg-type]
+            "tool_choice must be one of ('auto', 'none', 'required'), not 'f' "
+            "(llama-server silently treats a named-function tool_choice as 'auto')",
+        ),
+        (ChatRequest([UserMessage("u")], slot=-1), "slot must be >= 0, not -1"),
+        (ChatRequest([UserMessage("u")], max_tokens=-2), "max_tokens must be >= -1, not -2"),
+        (
+            ChatRequest([UserMessage("u")], thinking_budget=-1),
+            "thinking_budget must be >= 0, not -1",
+        ),
+        (
+            ChatRequest([UserMessage("u")], stop="\n"),
+            "stop must be a sequence of strings, not one string",
+        ),
+        (
+            ChatRequest([UserMessage("u"), 5]),  # type: ignore[list-item]
+            "messages[1] is a int, not a SystemMessage, UserMessage, AssistantMessage "
+            "or ToolMessage",
+        ),
+        (
+            ChatRequest([SystemMessage("s"), UserMessage(5)]),  # type: ignore[arg-type]
+            "messages[1].content must be a str, not int",
+        ),
+        (
+            ChatRequest([UserMessage("u"), SystemMessage(None)]),  # type: ignore[arg-type]
+            "messages[1].content must be a str, not NoneType",
+        ),
+        (
+            ChatRequest([UserMessage("u"), UserMessage("v"), AssistantMessage(3)]),  # type: ignore[arg-type]
+            "messages[2].content must be a str, not int",
+        ),
+        (
+            ChatRequest(
+                [
+                    UserMessage("u"),
+                    AssistantMessage(tool_calls=(ToolCall("c", "f", "{}"),)),
+                    ToolMessage("c", b"x"),  # type: ignore[arg-type]
+                ]
+            ),
+            "messages[2].content must be a str, not bytes",
+        ),
+        (
+            ChatRequest(
+                [UserMessage("u"), AssistantMessage(tool_calls=(ToolCall("c", "f", {"a": 1}),))]  # type: ignore[arg-type]
+            ),
+            "messages[1]: tool call 'c' arguments must be the raw JSON str",
+        ),
+        (
+            ChatRequest(
+                [
+                    UserMessage("u"),
+                    ToolMessage("c", "x"),
+                    AssistantMessage(tool_calls=(ToolCall("c", "f", "{}"),)),
+                ]
+            ),
+            "messages[1] answers tool call 'c', which no earlier assistant message made",
+        ),
+    ],
+)
+def test_error_messages_name_the_problem(request_: ChatRequest, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as info:
+        build_body(CFG, request_)
+    assert str(info.value) == message

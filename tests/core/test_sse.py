@@ -459,3 +459,193 @@ def test_any_split_gives_the_same_payloads(body: bytes, data: st.DataObject) -> 
     assert (single.fed, single.flushed) == (whole.fed, whole.flushed)
     assert single.decoder.last_event_id == whole.decoder.last_event_id
     assert single.decoder.retry == whole.decoder.retry
+
+
+# --- paths the random tests reach only by luck ---------------------------------------------------
+
+
+@pytest.mark.parametrize("head", [b"data: ", b"event: x\nid: 9\ndata: a\ndata: "])
+def test_huge_unfinished_last_line_in_pieces_is_joined_in_order_at_flush(head: bytes) -> None:
+    """The body ends inside a line bigger than the raw limit that came in many reads."""
+    pieces = [bytes([65 + i % 26]) * 997 for i in range(_sse._RAW_LIMIT // 997 + 9)]
+    decoder = SSEDecoder()
+    assert decoder.feed(head) == []
+    for piece in pieces:
+        assert decoder.feed(piece) == []
+    assert len(decoder._line) > 1  # kept as pieces: the path under test
+    flushed = decoder.flush()
+    line = b"".join(pieces)
+    if head == b"data: ":
+        assert flushed == [line]
+        assert decoder.last_event_type == b"message"
+    else:
+        assert flushed == []  # an event of type "x" is not returned...
+        assert decoder.last_event_type == b"x"  # ...but it was dispatched
+        assert decoder.last_event_id == b"9"
+    assert decoder.flush() == []  # nothing is left behind
+    assert decoder.feed(b"data: next\n\ndata: cut") == [b"next"]
+    assert decoder.flush() == [b"cut"]
+
+
+def test_huge_unfinished_line_raw_then_pieces_at_flush() -> None:
+    """Past the raw limit within one read, then more pieces, then the body ends."""
+    big = b"data: " + b"a" * (_sse._RAW_LIMIT + 10)
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: x\n\n" + big) == [b"x"]
+    assert decoder.feed(b"b" * 10) == []
+    assert decoder.feed(b"c" * 10) == []
+    assert decoder.flush() == [big[6:] + b"b" * 10 + b"c" * 10]
+
+
+def test_small_unfinished_event_in_pieces_at_flush() -> None:
+    decoder = SSEDecoder()
+    for piece in (b"da", b"ta: a", b"b", b"\ndata: c", b"d"):
+        assert decoder.feed(piece) == []
+    assert decoder.flush() == [b"ab\ncd"]
+
+
+def test_cr_then_empty_read_then_lf_is_one_line_end() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\r") == []
+    assert decoder.feed(b"") == []
+    assert decoder.feed(b"") == []
+    # the "\n" ends the "\r\n" of "data: a": the event goes on, so one event "a\nb"
+    assert decoder.feed(b"\ndata: b\n\n") == [b"a\nb"]
+    # a "\r" at the end of a read still pairs with a "\n" after an empty read; a lone
+    # "\r" followed by another line end is a blank line
+    assert decoder.feed(b"data: c\r") == []
+    assert decoder.feed(b"") == []
+    assert decoder.feed(b"\r") == [b"c"]
+    assert decoder.feed(b"\n") == []  # the "\n" of that second "\r\n"
+    assert decoder.feed(b"\ndata: d\n\n") == [b"d"]  # ...so this "\n" is a blank line
+
+
+def test_empty_reads_change_nothing() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"") == []
+    assert decoder.feed(b"\xef") == []
+    assert decoder.feed(b"") == []
+    assert decoder.feed(b"\xbb\xbfdata: a\n") == []
+    assert decoder.feed(b"") == []
+    assert decoder.feed(b"\n") == [b"a"]
+
+
+def test_last_event_type_is_message_by_default() -> None:
+    assert SSEDecoder().last_event_type == b"message"
+
+
+def _after_other(chunk: bytes) -> tuple[list[bytes], bytes]:
+    """Feed an ``other`` event, then ``chunk``: what it returns and the last event type."""
+    decoder = SSEDecoder()
+    assert decoder.feed(b"event: other\ndata: o\n\n") == []
+    assert decoder.last_event_type == b"other"
+    return decoder.feed(chunk), decoder.last_event_type
+
+
+@pytest.mark.parametrize(
+    ("chunk", "fed", "kind"),
+    [
+        (b"data: a\n\n", [b"a"], b"message"),  # one event per read
+        (b"data: a\n\ndata: b\n\n", [b"a", b"b"], b"message"),  # several
+        (b"data: a\n\ndata: b", [b"a"], b"message"),  # several, the last cut
+        (b"data: a", [], b"other"),  # only the start of an event: none completed
+        (b":\n\ndata: a\n\n", [b"a"], b"message"),  # a ping first: the per-block path
+        (b":\n\n", [], b"other"),  # a ping is no event
+        (b"id: 1\n\n", [], b"other"),  # nor is an event without data
+        (b"event: third\ndata: c\n\n", [], b"third"),
+        (b"event: third\ndata: c\n\ndata: m\n\n", [b"m"], b"message"),
+        (b"event: message\ndata: c\n\n", [b"c"], b"message"),
+        (b"data: a\ndata: b\n\n", [b"a\nb"], b"message"),
+    ],
+)
+def test_last_event_type_on_every_path(chunk: bytes, fed: list[bytes], kind: bytes) -> None:
+    assert _after_other(chunk) == (fed, kind)
+
+
+def test_last_event_type_line_by_line() -> None:
+    with patch.object(_sse, "_RAW_LIMIT", 4):
+        decoder = SSEDecoder()
+        assert decoder.feed(b"event: other\ndata: o\n") == []
+        assert decoder.feed(b"\n") == []
+        assert decoder.last_event_type == b"other"
+        assert decoder.feed(b"data: long line\n") == []
+        assert decoder.feed(b"\n") == [b"long line"]
+        assert decoder.last_event_type == b"message"
+
+
+def test_decoder_state_properties() -> None:
+    decoder = SSEDecoder()
+    assert (decoder.last_event_id, decoder.retry) == (b"", None)
+    decoder.feed(b"id: 4\nretry: 250\ndata: x\n\nid\nretry: x\n\n")
+    assert (decoder.last_event_id, decoder.retry) == (b"", 250)  # "id" alone resets it
+    decoder.feed(b"id:  5\n\n")
+    assert decoder.last_event_id == b" 5"  # only one space is stripped
+
+
+@pytest.mark.parametrize(
+    ("line", "fed"),
+    [
+        (b"data:x", [b"x"]),
+        (b"data:  x", [b" x"]),
+        (b"data", [b""]),
+        (b"data:", [b""]),
+        (b"data :x", []),
+        (b"DATA: x", []),
+        (b": data: x", []),
+        (b"data: a:b", [b"a:b"]),
+    ],
+)
+def test_field_lines(line: bytes, fed: list[bytes]) -> None:
+    for prefix in (b"", b":\n"):  # at an event boundary, and after a comment (per-line path)
+        assert ours([prefix + line + b"\n\n"]).fed == fed, prefix
+
+
+def test_line_by_line_event_then_whole_events_in_one_read() -> None:
+    """An event kept line by line ends in a read that also holds whole events."""
+    big = b"x" * (_sse._RAW_LIMIT + 1)
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: " + big + b"\n") == []  # over the limit: line by line
+    assert decoder.feed(b"data: y\n\ndata: z\n\nevent: e\ndata: w\n\ndata: v") == [
+        big + b"\ny",
+        b"z",
+    ]
+    assert decoder.last_event_type == b"e"
+    assert decoder.feed(b"\n\n") == [b"v"]
+
+
+def test_line_by_line_event_ended_by_a_blank_line_at_a_read_start() -> None:
+    big = b"x" * (_sse._RAW_LIMIT + 1)
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: " + big + b"\n") == []
+    assert decoder.feed(b"\ndata: a\n\n") == [big, b"a"]
+    assert decoder.feed(b"data: " + big + b"\ndata: b\n") == []
+    assert decoder.feed(b"data: c") == []  # no blank line yet: lines are kept
+    assert decoder.feed(b"\n\n") == [big + b"\nb\nc"]
+
+
+def test_line_by_line_event_ends_exactly_at_its_blank_line() -> None:
+    """Nothing of the event's last line is read again after its blank line (an ``id`` tail
+    re-read as a field would reset the last event id)."""
+    big = b"x" * (_sse._RAW_LIMIT + 1)
+    decoder = SSEDecoder()
+    assert decoder.feed(b"id: 7\ndata: " + big + b"\n") == []
+    assert decoder.feed(b"data: paid\n\n") == [big + b"\npaid"]
+    assert decoder.last_event_id == b"7"
+    assert decoder.feed(b"data: " + big + b"\n") == []
+    assert decoder.feed(b"data: a\n\ndata: b\n\n") == [big + b"\na", b"b"]
+
+
+def test_two_line_event_after_a_whole_one_in_one_read() -> None:
+    """The all-one-line-events fast path must not take an event of two data lines."""
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\n\ndata: b\ndata: c\n") == [b"a"]
+    assert decoder.feed(b"\n") == [b"b\nc"]
+
+
+def test_decoder_reused_after_flush_of_a_small_event() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a") == []
+    assert decoder.flush() == [b"a"]
+    assert decoder.feed(b"data: b\n\ndata: c") == [b"b"]
+    assert decoder.flush() == [b"c"]
+    assert decoder.flush() == []
