@@ -1,20 +1,24 @@
 """Microbenchmark of the native transport's per-read path (not collected by pytest).
 
-``python -m tests.transports.bench_hotpath``: feeds 100,000 typical llama-server reads (one
+``python -m tests.transports.bench_hotpath [FILE.py ...]``: feeds 100,000 typical llama-server reads (one
 whole HTTP chunk holding one ~350-byte SSE event) to ``_Connection`` and prints the cost per
 read in ns, for ``data_received(bytes)`` and for ``buffer_updated`` (the copy out of the
 shared read buffer included). The body list is taken after every read, like ``read()``
-(which also zeroes ``buffered``).
+(which also zeroes ``buffered``). With file arguments, each is loaded as a copy of
+``native.py`` (say, the version before a change) and measured in turn with the current one,
+interleaved, so both see the same machine.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import statistics
+import sys
 import time
 from typing import Any
 
-from llamaclient._transports.native import _Connection
+from llamaclient._transports import native
 
 N = 100_000
 EVENT = (
@@ -39,18 +43,23 @@ class _Sink(asyncio.Transport):
         return default
 
 
-def _conn(view: memoryview) -> _Connection:
-    conn = _Connection(asyncio.get_running_loop(), ("h", 80), view)
+def _conn(module: Any, view: memoryview) -> Any:
+    conn = module._Connection(asyncio.get_running_loop(), ("http", "h", 80), view)
     conn.connection_made(_Sink())
     conn.begin(b"GET / HTTP/1.1\r\n\r\n", head_only=False, keep_alive=True)
     conn.data_received(HEAD)
     return conn
 
 
-def _run_data_received() -> float:
-    conn = _conn(memoryview(bytearray(16)))
+def _body(conn: Any) -> list[bytes]:
+    body: list[bytes] = conn.body if hasattr(conn, "body") else conn.parser.body
+    return body
+
+
+def _run_data_received(module: Any) -> float:
+    conn = _conn(module, memoryview(bytearray(16)))
     feed = conn.data_received
-    body = conn.body
+    body = _body(conn)
     data = READ
     t0 = time.perf_counter_ns()
     for _ in range(N):
@@ -60,12 +69,12 @@ def _run_data_received() -> float:
     return (time.perf_counter_ns() - t0) / N
 
 
-def _run_buffer_updated() -> float:
+def _run_buffer_updated(module: Any) -> float:
     view = memoryview(bytearray(256 * 1024))
     view[: len(READ)] = READ
-    conn = _conn(view)
+    conn = _conn(module, view)
     updated = conn.buffer_updated
-    body = conn.body
+    body = _body(conn)
     n = len(READ)
     t0 = time.perf_counter_ns()
     for _ in range(N):
@@ -75,11 +84,33 @@ def _run_buffer_updated() -> float:
     return (time.perf_counter_ns() - t0) / N
 
 
+def _load(path: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"native_{abs(hash(path))}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "llamaclient._transports"  # its relative imports resolve as ours
+    spec.loader.exec_module(module)
+    return module
+
+
 async def main() -> None:
     assert len(EVENT) > 300, len(EVENT)
-    for name, run in (("data_received", _run_data_received), ("buffer_updated", _run_buffer_updated)):
-        times = [run() for _ in range(7)]
-        print(f"{name:15s} min {min(times):6.1f} ns/read  median {statistics.median(times):6.1f}")
+    modules: list[tuple[str, Any]] = [("current", native)]
+    modules += [(path, _load(path)) for path in sys.argv[1:]]
+    for name, run in (
+        ("data_received", _run_data_received),
+        ("buffer_updated", _run_buffer_updated),
+    ):
+        times: dict[str, list[float]] = {label: [] for label, _ in modules}
+        for _ in range(9):
+            for label, module in modules:
+                times[label].append(run(module))
+        for label, _ in modules:
+            t = times[label]
+            print(
+                f"{name:15s} {label:30.30s} min {min(t):6.1f} ns/read"
+                f"  median {statistics.median(t):6.1f}"
+            )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ import pytest_asyncio
 
 from llamaclient import ChatEvent, ChatRequest, Client, Completion, Config, UserMessage
 from llamaclient._transports.base import Response, TransportError
-from llamaclient._transports.native import _DONE, _HIGH_WATER, AsyncioTransport, _Connection
+from llamaclient._protocol.http11 import DONE, ResponseParser
+from llamaclient._transports.native import _HIGH_WATER, AsyncioTransport, _Connection
 from tests.support.faultserver import (
     Chunk,
     Close,
@@ -153,16 +154,21 @@ class _FakeTransport(asyncio.Transport):
 def feed(pieces: Iterator[bytes] | list[bytes]) -> tuple[_Connection, list[bytes]]:
     """Feed a response to a fresh connection read by read; return it and the body pieces
     taken after each read (what ``read()`` would hand out)."""
-    conn = _Connection(asyncio.get_running_loop(), ("h", 80), memoryview(bytearray(16)))
+    conn = _Connection(asyncio.get_running_loop(), ("http", "h", 80), memoryview(bytearray(16)))
     conn.connection_made(_FakeTransport())
-    conn.begin(b"GET / HTTP/1.1\r\n\r\n", head_only=False, keep_alive=True)
+    parser = conn.begin(b"GET / HTTP/1.1\r\n\r\n", head_only=False, keep_alive=True)
     out = []
     for piece in pieces:
         conn.data_received(piece)
-        if conn.body:
-            out.append(b"".join(conn.body))
-            conn.body.clear()
+        if parser.body:
+            out.append(b"".join(parser.body))
+            parser.body.clear()
     return conn, out
+
+
+def parser_of(conn: _Connection) -> ResponseParser:
+    assert conn.parser is not None
+    return conn.parser
 
 
 def splits(data: bytes, cuts: tuple[int, ...]) -> list[bytes]:
@@ -176,11 +182,13 @@ async def test_protocol_every_single_split_gives_the_same_body() -> None:
         conn, out = feed(splits(WIRE, (cut,)))
         assert conn.error is None, cut
         assert b"".join(out) == expected, cut
-        assert conn.status == 200
-        assert conn.headers["transfer-encoding"] == "Chunked"
-        assert "x-trailer" not in conn.headers
-        assert conn.state == _DONE, cut
-        assert conn.keep_alive
+        parser = parser_of(conn)
+        assert parser.status == 200
+        assert parser.headers["transfer-encoding"] == "Chunked"
+        assert "x-trailer" not in parser.headers
+        assert parser.trailers == [("X-Trailer", "yes")]
+        assert parser.state == DONE, cut
+        assert parser.keep_alive and conn.keep_alive
 
 
 async def test_protocol_every_pair_of_splits_and_byte_by_byte() -> None:
@@ -192,11 +200,11 @@ async def test_protocol_every_pair_of_splits_and_byte_by_byte() -> None:
         for b in range(a + 1, len(wire), 3):
             conn, out = feed(splits(wire, (a, b)))
             assert b"".join(out) == expected, (a, b)
-            assert conn.state == _DONE, (a, b)
+            assert parser_of(conn).state == DONE, (a, b)
             assert conn.error is None, (a, b)
     conn, out = feed(wire[i : i + 1] for i in range(len(wire)))
     assert b"".join(out) == expected
-    assert conn.state == _DONE
+    assert parser_of(conn).state == DONE
 
 
 async def test_protocol_one_whole_chunk_per_read_is_one_piece_each() -> None:
@@ -209,7 +217,7 @@ async def test_protocol_one_whole_chunk_per_read_is_one_piece_each() -> None:
 async def test_protocol_several_chunks_in_one_read_come_out_joined() -> None:
     conn, out = feed([HEAD_CHUNKED, chunked(EVENTS)])
     assert out == [b"".join(EVENTS)]
-    assert conn.state == _DONE
+    assert parser_of(conn).state == DONE
 
 
 @pytest.mark.parametrize(
@@ -220,12 +228,18 @@ async def test_protocol_several_chunks_in_one_read_come_out_joined() -> None:
         b"3\r\nabcXY",  # no CRLF after the data
         b"3\r\nabc\rX",
         b"1" * 5000,  # an endless size line
+        b"0x3\r\nabc\r\n",  # int(x, 16) accepts these
+        b"+3\r\nabc\r\n",
+        b"1_0\r\n" + b"a" * 16 + b"\r\n",
+        b" 3\r\nabc\r\n",
+        b"1" * 20 + b"\r\n",  # 20 digits
     ],
 )
-async def test_protocol_bad_chunking_is_a_read_error(bad: bytes) -> None:
+async def test_protocol_bad_chunking_is_a_protocol_error(bad: bytes) -> None:
     conn, _ = feed([HEAD_CHUNKED, bad])
     assert conn.error is not None
-    assert conn.error.kind == "read"
+    assert conn.error.kind == "protocol"
+    assert conn.broken
 
 
 @pytest.mark.parametrize(
@@ -236,12 +250,18 @@ async def test_protocol_bad_chunking_is_a_read_error(bad: bytes) -> None:
         b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n",
+        b"HTTP/1.1 2x0 OK\r\n\r\n",
+        b"HTTP/1.1 20 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX : y\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX: y\r\n z\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX: a\x00b\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 1\r\n\r\nx",
     ],
 )
-async def test_protocol_bad_head_is_a_read_error(head: bytes) -> None:
+async def test_protocol_bad_head_is_a_protocol_error(head: bytes) -> None:
     conn, _ = feed([head])
     assert conn.error is not None
-    assert conn.error.kind == "read"
+    assert conn.error.kind == "protocol"
 
 
 # -- framing over sockets --------------------------------------------------------------------------
@@ -333,7 +353,8 @@ async def test_close_delimited_body(server: FaultServer, transport: AsyncioTrans
 async def test_chunk_extensions_and_trailers(
     server: FaultServer, transport: AsyncioTransport
 ) -> None:
-    body = chunked([b"hello", b" ", b"world"], ext=b" ; a=1;b", trailers=b"X-A: 1\r\nX-B: 2\r\n")
+    # (no whitespace before the first ";": RFC 9112 allows it, h11 and we refuse it)
+    body = chunked([b"hello", b" ", b"world"], ext=b";a=1 ; b", trailers=b"X-A: 1\r\nX-B: 2\r\n")
     # A hand-made response (``End()`` after raw bytes writes nothing, so the trailers are ours)
     server.route("GET", "/t", [Raw(HEAD_CHUNKED + body), End()])
     assert await fetch(transport, server.url + "/t") == (200, b"hello world")
@@ -358,10 +379,12 @@ async def test_request_bytes(server: FaultServer, transport: AsyncioTransport) -
         await transport.send("GET", server.url + "/g", {"X": "a\r\nEvil: 1"}, None)
 
 
-async def test_https_is_refused_with_a_clear_message() -> None:
+async def test_other_schemes_are_refused_with_a_clear_message() -> None:
     t = AsyncioTransport()
-    with pytest.raises(ValueError, match=r"httpx"):
-        await t.send("GET", "https://example.com/x", {}, None)
+    with pytest.raises(ValueError, match=r"http:// and https://"):
+        await t.send("GET", "ftp://example.com/x", {}, None)
+    with pytest.raises(ValueError, match=r"no host"):
+        await t.send("GET", "http:///x", {}, None)
     await t.aclose()
 
 
@@ -399,13 +422,27 @@ async def test_closed_in_the_head_is_a_read_error(
 
 
 @pytest.mark.parametrize("end", [Close(), Reset()])
-async def test_no_response_at_all_is_disconnected(
+async def test_no_response_at_all_on_a_fresh_connection_is_a_read_error(
     server: FaultServer, transport: AsyncioTransport, end: Step
 ) -> None:
+    # The server may have received the request: never "disconnected" (retried silently).
     server.route("GET", "/d", [end])
     with pytest.raises(TransportError) as info:
         await transport.send("GET", server.url + "/d", {}, None)
-    assert info.value.kind == "disconnected"
+    assert info.value.kind == "read"
+    assert "before responding" in str(info.value)
+
+
+@pytest.mark.parametrize("end", [Close(), Reset()])
+async def test_a_status_line_byte_then_nothing_is_a_read_error_even_when_reused(
+    server: FaultServer, transport: AsyncioTransport, end: Step
+) -> None:
+    server.route("GET", "/d", [Json(200, {})], [Raw(b"H"), Sleep(0.01), end])
+    assert await fetch(transport, server.url + "/d") == (200, b"{}")
+    with pytest.raises(TransportError) as info:
+        await transport.send("GET", server.url + "/d", {}, None)
+    assert info.value.kind == "read"
+    assert server.connections_accepted == 1
 
 
 async def test_refused_is_connect() -> None:
@@ -656,7 +693,7 @@ async def test_flow_control_with_a_10_mb_body(
     conn = response._conn  # type: ignore[attr-defined]
     assert conn is not None
     assert conn.paused
-    buffered = sum(len(p) for p in conn.body)
+    buffered = sum(len(p) for p in parser_of(conn).body)
     assert _HIGH_WATER < buffered < _HIGH_WATER + 1024 * 1024
     got = []
     while piece := await response.read():
