@@ -1,6 +1,7 @@
 """Microbenchmark of the native transport's per-read path (not collected by pytest).
 
-``python -m tests.transports.bench_hotpath [FILE.py ...]``: feeds 100,000 typical llama-server reads (one
+``python -m tests.transports.bench_hotpath [FILE.py ...]``: feeds 100,000 typical llama-server
+reads (one
 whole HTTP chunk holding one ~350-byte SSE event) to ``_Connection`` and prints the cost per
 read in ns, for ``data_received(bytes)`` and for ``buffer_updated`` (the copy out of the
 shared read buffer included). The body list is taken after every read, like ``read()``
@@ -86,7 +87,8 @@ def _run_buffer_updated(module: Any) -> float:
 
 def _load(path: str) -> Any:
     spec = importlib.util.spec_from_file_location(f"native_{abs(hash(path))}", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     module.__package__ = "llamaclient._transports"  # its relative imports resolve as ours
     spec.loader.exec_module(module)

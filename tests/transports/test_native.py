@@ -21,8 +21,8 @@ import pytest
 import pytest_asyncio
 
 from llamaclient import ChatEvent, ChatRequest, Client, Completion, Config, UserMessage
-from llamaclient._transports.base import Response, TransportError
 from llamaclient._protocol.http11 import DONE, ResponseParser
+from llamaclient._transports.base import Response, TransportError
 from llamaclient._transports.native import _HIGH_WATER, AsyncioTransport, _Connection
 from tests.support.faultserver import (
     Chunk,
@@ -188,7 +188,8 @@ async def test_protocol_every_single_split_gives_the_same_body() -> None:
         assert "x-trailer" not in parser.headers
         assert parser.trailers == [("X-Trailer", "yes")]
         assert parser.state == DONE, cut
-        assert parser.keep_alive and conn.keep_alive
+        assert parser.keep_alive
+        assert conn.keep_alive
 
 
 async def test_protocol_every_pair_of_splits_and_byte_by_byte() -> None:
