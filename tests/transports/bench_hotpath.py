@@ -1,10 +1,9 @@
 """Microbenchmark of the native transport's per-read path (not collected by pytest).
 
 ``python -m tests.transports.bench_hotpath [FILE.py ...]``: feeds 100,000 typical llama-server
-reads (one
-whole HTTP chunk holding one ~350-byte SSE event) to ``_Connection`` and prints the cost per
-read in ns, for ``data_received(bytes)`` and for ``buffer_updated`` (the copy out of the
-shared read buffer included). The body list is taken after every read, like ``read()``
+reads (one whole HTTP chunk holding one ~350-byte SSE event) to ``_Connection`` and prints
+the cost per read in ns, for ``data_received(bytes)`` and for ``buffer_updated`` (the copy
+out of the shared read buffer included). The body list is taken after every read, like ``read()``
 (which also zeroes ``buffered``). With file arguments, each is loaded as a copy of
 ``native.py`` (say, the version before a change) and measured in turn with the current one,
 interleaved, so both see the same machine.
