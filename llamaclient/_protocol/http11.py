@@ -158,13 +158,9 @@ def parse_head(block: bytes) -> Head:
     return Head(version, status, reason, parse_fields(lines[1:]))
 
 
-def _content_length(values: list[str]) -> int | None:
-    """The one Content-Length all of ``values`` (each maybe a list) agree on, or None."""
-    seen: set[str] = set()
-    for value in values:
-        seen |= {item.strip(" \t") for item in value.split(",")}
-    if not seen:
-        return None
+def _content_length(joined: str) -> int:
+    """The one Content-Length all the values (repeated headers joined by commas) agree on."""
+    seen = {item.strip(" \t") for item in joined.split(",")}
     if len(seen) > 1:
         raise Http11Error("framing", "conflicting Content-Length values")
     value = seen.pop()
@@ -184,7 +180,7 @@ def body_framing(
     if te_count > 1 or (encoding is not None and encoding.lower() != "chunked"):
         raise Http11Error("framing", "unsupported Transfer-Encoding (only chunked is)")
     length_value = headers.get("content-length")
-    length = None if length_value is None else _content_length([length_value])
+    length = None if length_value is None else _content_length(length_value)
     if head_only or status in (101, 204, 304):
         return "none", 0
     if encoding is not None:
@@ -209,31 +205,39 @@ def keep_alive(version: str, status: int, headers: dict[str, str], framing: Fram
 # -- content codings -------------------------------------------------------------------------
 
 
+def _zlib_header(data: bytes) -> bool:
+    """Whether ``data`` starts like a zlib stream (RFC 1950: deflate, checksummed header)."""
+    return data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
+
+
 class _Decoder:
     """Incremental gzip / deflate decoding, bounded per call."""
 
-    __slots__ = ("_obj", "_started", "coding")
+    __slots__ = ("_obj", "_prefix", "_started", "coding")
 
     def __init__(self, coding: str) -> None:
         self.coding = coding
         self._obj = self._new()
-        self._started = False  # output or input was accepted (deflate: the wrapper is known)
+        self._started = False  # some input was given
+        self._prefix = b""  # deflate: the first byte, until the second tells the wrapper
 
-    def _new(self) -> zlib._Decompress:
-        return zlib.decompressobj(zlib.MAX_WBITS | 16 if self.coding == "gzip" else zlib.MAX_WBITS)
+    def _new(self, wbits: int = zlib.MAX_WBITS | 16) -> zlib._Decompress:
+        return zlib.decompressobj(wbits)
 
     def decode(self, data: bytes, limit: int) -> tuple[bytes, bytes]:
         """Decode up to ``limit`` bytes out of ``data``; return them and the input left."""
+        if self.coding == "deflate" and not self._started:
+            # "deflate" is meant to be zlib-wrapped (RFC 9110), but some servers send it raw.
+            data = self._prefix + data
+            if len(data) < 2:
+                self._prefix = data
+                return b"", b""
+            self._obj = self._new(zlib.MAX_WBITS if _zlib_header(data) else -zlib.MAX_WBITS)
+        self._started = True
         try:
             out = self._obj.decompress(data, limit)
         except zlib.error:
-            if self._started or self.coding != "deflate":
-                raise Http11Error("encoding", f"the {self.coding} body is corrupt") from None
-            # "deflate" is meant to be zlib-wrapped, but some servers send it raw.
-            self._obj = zlib.decompressobj(-zlib.MAX_WBITS)
-            self._started = True
-            return self.decode(data, limit)
-        self._started = True
+            raise Http11Error("encoding", f"the {self.coding} body is corrupt") from None
         return out, self._rest()
 
     def _rest(self) -> bytes:
@@ -248,7 +252,7 @@ class _Decoder:
 
     @property
     def finished(self) -> bool:
-        return self._obj.eof or not self._started
+        return self._obj.eof or not (self._started or self._prefix)
 
 
 def content_decoder(value: str | None) -> _Decoder | None:
