@@ -91,7 +91,7 @@ class Client:
         else:
             from ._transports.native import AsyncioTransport
 
-            self._transport = AsyncioTransport(config.connect_timeout)
+            self._transport = AsyncioTransport(config.connect_timeout, tls=config.tls)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if config.api_key is not None and not _printable_ascii(config.api_key):
             # Checked here so no HTTP stack ever puts the key into an error message.

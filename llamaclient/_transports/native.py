@@ -86,9 +86,11 @@ class _Connection(asyncio.BufferedProtocol):
     """One HTTP/1.1 connection: the protocol object, and the parser of its current response.
 
     The socket is read with ``recv_into`` a buffer that is reused (``get_buffer``), then
-    exactly the bytes received are copied out and fed to the parser (``data_received``). A
+    exactly the bytes received are copied out and fed to the parser (``buffer_updated``). A
     plain ``asyncio.Protocol`` would get a fresh ``recv(256 KiB)`` per read, and allocating,
     shrinking and freeing that block costs more than everything else a small read does.
+    Over TLS, asyncio's TLS layer decrypts into the same buffer (a ``memoryview``: with a
+    ``bytearray`` some CPython versions lose the bytes) and reports the same way.
 
     ``parser`` is None while the connection is idle (pooled): a byte then spoils it.
     ``waiter`` is the future of the one task waiting for the head (``send``) or for body
@@ -566,8 +568,7 @@ class AsyncioTransport:
             view = memoryview(bytearray(_READ_SIZE // 4))
         elif view is None:
             # Selector loops (and uvloop) call get_buffer(), recv_into() and buffer_updated()
-            # back to back, and the bytes are copied out at once: one buffer serves them all
-            # (asyncio's TLS layer too: it decrypts into the buffer it gets, then reports).
+            # back to back, and the bytes are copied out at once: one buffer serves them all.
             view = self._view = memoryview(bytearray(_READ_SIZE))
         try:
             async with asyncio.timeout(self._connect_timeout):

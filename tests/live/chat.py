@@ -98,7 +98,6 @@ def live_config(base_url: str, transport: TransportName = "asyncio", **overrides
     return Config(base_url, **fields)
 
 
-
 def output(events: Sequence[ChatEvent]) -> list[ChatEvent]:
     """The events without prompt ``Progress``."""
     return [e for e in events if not isinstance(e, Progress)]

@@ -44,7 +44,8 @@ class _Sink(asyncio.Transport):
 
 
 def _conn(module: Any, view: memoryview) -> Any:
-    conn = module._Connection(asyncio.get_running_loop(), ("http", "h", 80), view)
+    kind = getattr(module, "_BufferedConnection", module._Connection)
+    conn = kind(asyncio.get_running_loop(), ("http", "h", 80), view)
     conn.connection_made(_Sink())
     conn.begin(b"GET / HTTP/1.1\r\n\r\n", head_only=False, keep_alive=True)
     conn.data_received(HEAD)
