@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import itertools
 import os
 import random
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -21,7 +23,7 @@ import pytest
 import pytest_asyncio
 
 from llamaclient import ChatEvent, ChatRequest, Client, Completion, Config, UserMessage
-from llamaclient._protocol.http11 import DONE, ResponseParser
+from llamaclient._protocol.http11 import DONE, MAX_DECODED, ResponseParser
 from llamaclient._transports.base import Response, TransportError
 from llamaclient._transports.native import _HIGH_WATER, AsyncioTransport, _Connection
 from tests.support.faultserver import (
@@ -36,6 +38,7 @@ from tests.support.faultserver import (
     Sleep,
     Status,
     Step,
+    Wait,
     chat_chunks,
     refused_url,
     stream,
@@ -846,3 +849,166 @@ async def test_client_chat_cut_mid_stream_is_seen_by_the_server(server: FaultSer
                 break
         await server.wait_disconnect(timeout=1.0)
     await server.wait_closed_connections()
+
+
+# -- read timeout (stall) ---------------------------------------------------------------------
+
+
+async def test_a_read_that_waits_read_timeout_is_a_stall_and_closes(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route("GET", "/s", [Status(200), Chunk(b"a"), Hold()])
+    response = await transport.send("GET", server.url + "/s", {}, None, read_timeout=0.1)
+    assert await response.read() == b"a"
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(TransportError) as info:
+        await response.read()
+    assert info.value.kind == "stall"
+    assert str(info.value) == "no byte from the server for 0.1 s"
+    assert 0.09 <= loop.time() - started < 2.0
+    await response.aclose()
+    await server.wait_disconnect(timeout=2.0)  # the connection was closed
+
+
+async def test_a_slow_consumer_is_not_stalled(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route("GET", "/s", stream([b"a", b"b", b"c"]))
+    response = await transport.send("GET", server.url + "/s", {}, None, read_timeout=0.05)
+    assert await response.read()
+    await asyncio.sleep(0.2)  # the consumer is busy: time between reads does not count
+    assert await response.aread()
+    await response.aclose()
+
+
+async def test_bytes_coming_more_often_than_read_timeout_are_not_a_stall(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    events = [b"data: %d\n\n" % i for i in range(12)]
+    server.route("GET", "/s", stream(events, delay=0.03))
+    response = await transport.send("GET", server.url + "/s", {}, None, read_timeout=0.15)
+    assert await response.aread() == b"".join(events)  # 0.36 s in all, never 0.15 s silent
+    await response.aclose()
+
+
+async def test_a_stall_counts_from_the_last_byte_even_if_not_a_body_byte(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route("GET", "/s", [Status(200), Chunk(b"a"), Sleep(0.08), Raw(b"5\r\nab"), Hold()])
+    response = await transport.send("GET", server.url + "/s", {}, None, read_timeout=0.12)
+    assert await response.read() == b"a"
+    assert await response.read() == b"ab"
+    with pytest.raises(TransportError) as info:
+        await response.read()
+    assert info.value.kind == "stall"
+    await response.aclose()
+
+
+async def test_no_read_timeout_no_timer(server: FaultServer, transport: AsyncioTransport) -> None:
+    server.route("GET", "/s", [Status(200), Chunk(b"a"), Sleep(0.05), Chunk(b"b"), End()])
+    response = await transport.send("GET", server.url + "/s", {}, None)
+    conn = response._conn  # type: ignore[attr-defined]
+    assert await response.aread() == b"ab"
+    assert conn.stall is None
+    await response.aclose()
+
+
+# -- more of the framing, over sockets ------------------------------------------------------------
+
+
+async def test_send_returns_with_the_head_before_any_body_byte(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    gate = asyncio.Event()
+    server.route("GET", "/s", [Status(200, {"X-A": "1"}), Wait(gate), Chunk(b"late"), End()])
+    response = await transport.send("GET", server.url + "/s", {}, None)
+    assert (response.status, response.header("x-a")) == (200, "1")
+    gate.set()
+    assert await response.aread() == b"late"
+    await response.aclose()
+
+
+async def test_accept_encoding_identity_is_sent(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route("GET", "/j", [Json(200, {})])
+    await fetch(transport, server.url + "/j")
+    await fetch(transport, server.url + "/j", headers={"accept-encoding": "gzip"})
+    assert server.requests[0].headers.get_list("accept-encoding") == ["identity"]
+    assert server.requests[1].headers.get_list("accept-encoding") == ["gzip"]
+
+
+async def test_gzip_and_deflate_bodies_are_decoded(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    events = [b'data: {"n":%d}\n\n' % i for i in range(50)]
+    text = b"".join(events)
+    compressor = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
+    pieces = [compressor.compress(e) + compressor.flush(zlib.Z_SYNC_FLUSH) for e in events]
+    pieces.append(compressor.flush())
+    server.route("GET", "/gz", stream(pieces, headers={"Content-Encoding": "gzip"}))
+    server.route(
+        "GET", "/df", [Full(200, zlib.compress(text), headers={"Content-Encoding": "deflate"})]
+    )
+    assert await fetch(transport, server.url + "/gz") == (200, text)
+    assert await fetch(transport, server.url + "/df") == (200, text)
+    assert server.connections_accepted == 1
+
+
+async def test_a_gzip_bomb_is_read_a_bounded_piece_at_a_time(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    size = 64 * MAX_DECODED
+    bomb = gzip.compress(b"\0" * size, 9)
+    server.route("GET", "/bomb", [Full(200, bomb, headers={"Content-Encoding": "gzip"})])
+    response = await transport.send("GET", server.url + "/bomb", {}, None)
+    total = 0
+    while piece := await response.read():
+        assert len(piece) <= 2 * MAX_DECODED
+        total += len(piece)
+    assert total == size
+    await response.aclose()
+
+
+async def test_unknown_content_coding_is_a_protocol_error_from_send(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route("GET", "/br", [Full(200, b"xx", headers={"Content-Encoding": "br"})])
+    with pytest.raises(TransportError, match="unsupported content coding 'br'") as info:
+        await transport.send("GET", server.url + "/br", {}, None)
+    assert info.value.kind == "protocol"
+
+
+async def test_bad_framing_in_the_body_is_a_protocol_error_from_read(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route(
+        "GET", "/b", [Raw(HEAD_CHUNKED), Sleep(0.02), Raw(b"3\r\nabc\r\n0x2\r\nab\r\n"), Hold()]
+    )
+    response = await transport.send("GET", server.url + "/b", {}, None)
+    with pytest.raises(TransportError) as info:
+        await response.aread()
+    assert info.value.kind == "protocol"
+    await response.aclose()
+
+
+async def test_bytes_after_a_complete_body_stop_reuse(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route("GET", "/x", [Raw(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA"), End()])
+    assert await fetch(transport, server.url + "/x") == (200, b"ok")
+    assert await fetch(transport, server.url + "/x") == (200, b"ok")
+    assert server.connections_accepted == 2
+
+
+async def test_the_end_of_the_connection_completes_an_encoded_until_close_body(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    data = gzip.compress(b"z" * 100_000)
+    server.route(
+        "GET",
+        "/c",
+        [Status(200, {"Content-Encoding": "gzip"}, chunked=False), Chunk(data), Close()],
+    )
+    assert await fetch(transport, server.url + "/c") == (200, b"z" * 100_000)
