@@ -166,8 +166,12 @@ class _Connection(asyncio.BufferedProtocol):
         self.buffered += nbytes
         if self.buffered > _HIGH_WATER:
             self._pause()
-        if self.waiter is not None:
-            self._wake()
+        waiter = self.waiter
+        if waiter is not None:  # _wake(), written out
+            self.waiter = None
+            self.since = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     def data_received(self, data: bytes) -> None:
         """Feed ``data`` to the parser; wake the waiter."""
