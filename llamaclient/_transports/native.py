@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from typing import Final, cast
 from urllib.parse import urlsplit
 
-from .._protocol.http11 import DONE, HEAD, Http11Error, ResponseParser
+from .._protocol.http11 import BODY, DONE, HEAD, Http11Error, ResponseParser
 from .base import KEEPALIVE_SECONDS, Response, TransportError
 
 __all__ = ["AsyncioTransport"]
@@ -364,12 +364,14 @@ class _AsyncioResponse:
         if conn is None:
             return b""
         body = self._body
+        parser = self._parser
         while not body:
-            more = self._more(conn)
-            if more != _WAIT:
+            if conn.broken or conn.lost or parser.state != BODY or parser.backlog:
+                more = self._more(conn)
                 if more == _END:
                     return b""
-                continue
+                if more == _AGAIN:
+                    continue
             waiter = conn.waiter = conn.loop.create_future()
             timeout = conn.read_timeout
             if timeout is not None:
@@ -386,7 +388,7 @@ class _AsyncioResponse:
             conn.since = None
         data = body[0] if len(body) == 1 else b"".join(body)
         body.clear()
-        if not self._parser.backlog:
+        if not parser.backlog:
             conn.buffered = 0
             if conn.paused:
                 conn.resume()
