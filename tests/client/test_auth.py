@@ -59,9 +59,8 @@ async def test_every_request_carries_the_key_as_bearer_only(
 ) -> None:
     server.route("GET", "/slots", [Json(200, [{"id": 0, "is_processing": False}])])
     server.route("GET", "/health", [Json(200, {"status": "ok"})])
-    server.route(
-        "POST", CHAT, [Json(503, LOADING)], stream(chat_chunks(["A"], reasoning=["r1", "r2"]))
-    )
+    server.route("POST", CHAT, [Json(503, LOADING)],
+                 stream(chat_chunks(["A"], reasoning=["r1", "r2"])))
     server.route("POST", CONTROL, [Json(200, {"success": True})])
     client = make_client(api_key=KEY, thinking_budget=1)
     events, error = await drain(client.chat(user(slot=0, thinking=True)))
@@ -145,8 +144,7 @@ async def test_key_as_bearer_over_your_own_httpx_client() -> None:
     base = "http://llama.test"
     async with respx.mock(base_url=base) as router, httpx.AsyncClient() as http:
         route = router.post(CHAT).respond(
-            200,
-            headers={"Content-Type": "text/event-stream"},
+            200, headers={"Content-Type": "text/event-stream"},
             content=b"".join(chat_chunks(["A"])),
         )
         async with Client(Config(base, api_key=KEY), http_client=http) as client:

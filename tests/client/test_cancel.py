@@ -141,7 +141,8 @@ async def test_a_thousand_streams_half_broken_off_leave_nothing_behind(
     def handler(request: Request) -> Script:
         text = request.json()["messages"][0]["content"]
         if text.startswith("break"):
-            return [*stream(chat_chunks([text], finish_reason=None, done=False), end=False), Hold()]
+            return [*stream(chat_chunks([text], finish_reason=None, done=False), end=False),
+                    Hold()]
         return stream(chat_chunks([text, "!"]))
 
     total, concurrency = 1000, 20

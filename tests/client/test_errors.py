@@ -233,7 +233,8 @@ async def test_stall_is_not_raised_into_the_callers_task_later(
 ) -> None:
     # After a StalledError the task must not carry a pending cancellation: it goes on
     # awaiting normally.
-    server.route("POST", CHAT, [*stream(chat_chunks(["a"], finish_reason=None), end=False), Hold()])
+    server.route("POST", CHAT, [*stream(chat_chunks(["a"], finish_reason=None), end=False),
+                                Hold()])
     _, error = await drain(make_client(stall_timeout=0.2).chat(user()))
     assert isinstance(error, StalledError)
     await asyncio.sleep(0.1)
@@ -394,14 +395,8 @@ async def test_wait_false_right_after_our_own_request_is_not_busy(
 ) -> None:
     """The server frees the slot a moment after our own previous request on it ended; that
     is not "busy elsewhere": the client looks again before raising BusyError."""
-    server.route(
-        "GET",
-        "/slots",
-        [Json(200, IDLE)],
-        [Json(200, SLOTS)],
-        [Json(200, SLOTS)],
-        [Json(200, IDLE)],
-    )
+    server.route("GET", "/slots", [Json(200, IDLE)], [Json(200, SLOTS)], [Json(200, SLOTS)],
+                 [Json(200, IDLE)])
     server.route("POST", CHAT, stream(chat_chunks(["Hi"])))
     client = make_client()
     _, error = await drain(client.chat(user(slot=0, wait=False)))

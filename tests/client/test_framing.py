@@ -59,67 +59,37 @@ CALL_ID = "x" * 32
 
 
 def timings(n: int) -> dict[str, Any]:
-    return {
-        "cache_n": 0,
-        "prompt_n": 20,
-        "prompt_ms": 50.0,
-        "prompt_per_token_ms": 2.5,
-        "prompt_per_second": 400.0,
-        "predicted_n": n,
-        "predicted_ms": 10.0 * n,
-        "predicted_per_token_ms": 10.0,
-        "predicted_per_second": 100.0,
-    }
+    return {"cache_n": 0, "prompt_n": 20, "prompt_ms": 50.0, "prompt_per_token_ms": 2.5,
+            "prompt_per_second": 400.0, "predicted_n": n, "predicted_ms": 10.0 * n,
+            "predicted_per_token_ms": 10.0, "predicted_per_second": 100.0}
 
 
 def rich_body() -> bytes:
     """A llama-server stream with everything: progress, role deltas, multi-byte UTF-8 in
     reasoning, content and tool-call arguments, pings, usage and ``[DONE]``."""
     progress = {"total": 20, "cache": 0, "processed": 0, "time_ms": 0.0}
-    usage = {
-        "completion_tokens": 6,
-        "prompt_tokens": 20,
-        "total_tokens": 26,
-        "prompt_tokens_details": {"cached_tokens": 0},
-    }
-    return b"".join(
-        [
-            sse(chat_chunk(ROLE, prompt_progress=progress)),
-            sse(chat_chunk(ROLE, prompt_progress=dict(progress, processed=20, time_ms=3.5))),
-            PING,
-            sse(chat_chunk(ROLE))
-            + sse(chat_chunk({"reasoning_content": "Let me — é ✓ 好"}, timings=timings(1))),
-            sse(chat_chunk({"reasoning_content": " 😀."}, timings=timings(2))),
-            sse(chat_chunk({"content": "Hé"}, timings=timings(3))),
-            PING,
-            sse(chat_chunk({"content": "llo 世界 🎉"}, timings=timings(4))),
-            sse(
-                chat_chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": 0,
-                                "id": CALL_ID,
-                                "type": "function",
-                                "function": {"name": "find", "arguments": '{"q": "'},
-                            }
-                        ]
-                    },
-                    timings=timings(5),
-                )
-            ),
-            sse(
-                chat_chunk(
-                    {"tool_calls": [{"index": 0, "function": {"arguments": 'ünï😀"}'}}]},
-                    timings=timings(6),
-                )
-            ),
-            sse(chat_chunk({}, finish_reason="tool_calls"))
-            + sse(chat_chunk(None, usage=usage, timings=timings(6))),
-            PING,
-            DONE,
-        ]
-    )
+    usage = {"completion_tokens": 6, "prompt_tokens": 20, "total_tokens": 26,
+             "prompt_tokens_details": {"cached_tokens": 0}}
+    return b"".join([
+        sse(chat_chunk(ROLE, prompt_progress=progress)),
+        sse(chat_chunk(ROLE, prompt_progress=dict(progress, processed=20, time_ms=3.5))),
+        PING,
+        sse(chat_chunk(ROLE)) + sse(chat_chunk({"reasoning_content": "Let me — é ✓ 好"},
+                                               timings=timings(1))),
+        sse(chat_chunk({"reasoning_content": " 😀."}, timings=timings(2))),
+        sse(chat_chunk({"content": "Hé"}, timings=timings(3))),
+        PING,
+        sse(chat_chunk({"content": "llo 世界 🎉"}, timings=timings(4))),
+        sse(chat_chunk({"tool_calls": [{"index": 0, "id": CALL_ID, "type": "function",
+                                        "function": {"name": "find", "arguments": "{\"q\": \""}}]},
+                       timings=timings(5))),
+        sse(chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": "ünï😀\"}"}}]},
+                       timings=timings(6))),
+        sse(chat_chunk({}, finish_reason="tool_calls")) + sse(
+            chat_chunk(None, usage=usage, timings=timings(6))),
+        PING,
+        DONE,
+    ])
 
 
 RICH_EVENTS: list[ChatEvent] = [
@@ -129,26 +99,19 @@ RICH_EVENTS: list[ChatEvent] = [
     Reasoning(" 😀."),
     Content("Hé"),
     Content("llo 世界 🎉"),
-    ToolCallDelta(0, CALL_ID, "find", '{"q": "'),
-    ToolCallDelta(0, None, None, 'ünï😀"}'),
-    ToolCallDone(0, ToolCall(CALL_ID, "find", '{"q": "ünï😀"}')),
+    ToolCallDelta(0, CALL_ID, "find", "{\"q\": \""),
+    ToolCallDelta(0, None, None, "ünï😀\"}"),
+    ToolCallDone(0, ToolCall(CALL_ID, "find", "{\"q\": \"ünï😀\"}")),
 ]
 RICH_COMPLETION = Completion(
     id=DEFAULT_ID,
     model=DEFAULT_MODEL,
     content="Héllo 世界 🎉",
     reasoning_content="Let me — é ✓ 好 😀.",
-    tool_calls=(ToolCall(CALL_ID, "find", '{"q": "ünï😀"}'),),
+    tool_calls=(ToolCall(CALL_ID, "find", "{\"q\": \"ünï😀\"}"),),
     finish_reason=FinishReason.TOOL_CALLS,
-    timings=Timings(
-        cache_n=0,
-        prompt_n=20,
-        predicted_n=6,
-        prompt_ms=50.0,
-        prompt_per_second=400.0,
-        predicted_ms=60.0,
-        predicted_per_second=100.0,
-    ),
+    timings=Timings(cache_n=0, prompt_n=20, predicted_n=6, prompt_ms=50.0,
+                    prompt_per_second=400.0, predicted_ms=60.0, predicted_per_second=100.0),
     usage=Usage(prompt_tokens=20, completion_tokens=6, cached_tokens=0),
     reasoning_tokens=2,
 )
@@ -165,32 +128,20 @@ def compact_body() -> bytes:
     def delta(d: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
         return ev({"choices": [{"finish_reason": finish, "index": 0, "delta": d}], **extra})
 
-    return b"".join(
-        [
-            delta(ROLE, prompt_progress={"total": 3, "cache": 1, "processed": 3, "time_ms": 1.5}),
-            PING,
-            delta({"reasoning_content": "é✓"}) + delta({"reasoning_content": "好😀"}),
-            delta({"content": "Hé"}),
-            PING,
-            delta({"content": "😀 世"}),
-            delta(
-                {
-                    "tool_calls": [
-                        {
-                            "index": 0,
-                            "id": CALL_ID,
-                            "type": "function",
-                            "function": {"name": "f", "arguments": '{"q": "ü'},
-                        }
-                    ]
-                }
-            ),
-            delta({"tool_calls": [{"index": 0, "function": {"arguments": '😀"}'}}]}),
-            delta({}, "tool_calls")
-            + ev({"choices": [], "usage": {"completion_tokens": 5, "prompt_tokens": 3}}),
-            DONE,
-        ]
-    )
+    return b"".join([
+        delta(ROLE, prompt_progress={"total": 3, "cache": 1, "processed": 3, "time_ms": 1.5}),
+        PING,
+        delta({"reasoning_content": "é✓"}) + delta({"reasoning_content": "好😀"}),
+        delta({"content": "Hé"}),
+        PING,
+        delta({"content": "😀 世"}),
+        delta({"tool_calls": [{"index": 0, "id": CALL_ID, "type": "function",
+                               "function": {"name": "f", "arguments": "{\"q\": \"ü"}}]}),
+        delta({"tool_calls": [{"index": 0, "function": {"arguments": "😀\"}"}}]}),
+        delta({}, "tool_calls") + ev({"choices": [], "usage": {"completion_tokens": 5,
+                                                             "prompt_tokens": 3}}),
+        DONE,
+    ])
 
 
 COMPACT = compact_body()
@@ -200,17 +151,16 @@ COMPACT_EVENTS: list[ChatEvent] = [
     Reasoning("好😀"),
     Content("Hé"),
     Content("😀 世"),
-    ToolCallDelta(0, CALL_ID, "f", '{"q": "ü'),
-    ToolCallDelta(0, None, None, '😀"}'),
-    ToolCallDone(0, ToolCall(CALL_ID, "f", '{"q": "ü😀"}')),
+    ToolCallDelta(0, CALL_ID, "f", "{\"q\": \"ü"),
+    ToolCallDelta(0, None, None, "😀\"}"),
+    ToolCallDone(0, ToolCall(CALL_ID, "f", "{\"q\": \"ü😀\"}")),
 ]
 
 
 def summary(events: list[ChatEvent]) -> list[tuple[str, int, str]]:
     """Events in short (type, text length, text head): readable diffs for 1 MB texts."""
-    return [
-        (type(e).__name__, len(getattr(e, "text", "")), getattr(e, "text", "")[:12]) for e in events
-    ]
+    return [(type(e).__name__, len(getattr(e, "text", "")), getattr(e, "text", "")[:12])
+            for e in events]
 
 
 BIG = ("0123456789abcdé" * 70000)[: 1 << 20]  # 1 MiB of text, ~1.07 MB of UTF-8
@@ -235,7 +185,8 @@ class Reads(httpx.AsyncByteStream):
 
 
 def sse_response(pieces: list[bytes]) -> httpx.Response:
-    return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, stream=Reads(pieces))
+    return httpx.Response(200, headers={"Content-Type": "text/event-stream"},
+                          stream=Reads(pieces))
 
 
 Outcome = tuple[list[ChatEvent], Completion | BaseException]
@@ -316,9 +267,8 @@ async def test_one_megabyte_line_in_exact_reads(size: int) -> None:
 
 @pytest.mark.asyncio
 async def test_events_before_an_in_band_error_do_not_depend_on_reads() -> None:
-    body = b"".join(
-        [*chat_chunks(["Hel", "lo"], finish_reason=None, done=False), error_event("Compute error.")]
-    )
+    body = b"".join([*chat_chunks(["Hel", "lo"], finish_reason=None, done=False),
+                     error_event("Compute error.")])
     async with respx.mock(base_url=BASE) as router, Client(Config(BASE, transport="httpx")) as c:
         route = router.post(CHAT)
         by_byte = await run_reads(c, route, every_byte(body))
@@ -332,14 +282,8 @@ async def test_events_before_an_in_band_error_do_not_depend_on_reads() -> None:
 @pytest.mark.asyncio
 async def test_thinking_budget_does_not_depend_on_reads() -> None:
     body = b"".join(chat_chunks(["Answer"], reasoning=["a", "b", "c", "d"]))
-    expected = [
-        Reasoning("a"),
-        Reasoning("b"),
-        ThinkingCapped(2),
-        Reasoning("c"),
-        Reasoning("d"),
-        Content("Answer"),
-    ]
+    expected = [Reasoning("a"), Reasoning("b"), ThinkingCapped(2), Reasoning("c"),
+                Reasoning("d"), Content("Answer")]
     config = Config(BASE, transport="httpx", thinking_budget=2, thinking_grace=10)
     async with respx.mock(base_url=BASE) as router, Client(config) as c:
         router.post(CONTROL).respond(200, json={"success": True})
@@ -411,16 +355,12 @@ async def test_utf8_sequences_split_across_reads(
 
 
 @pytest.mark.asyncio
-async def test_pings_anywhere_are_ignored(server: FaultServer, make_client: ClientFactory) -> None:
+async def test_pings_anywhere_are_ignored(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
     head, *rest = chat_chunks(["a", "b"])
-    server.route(
-        "POST",
-        CHAT,
-        stream(
-            [PING, PING, head, PING, *rest[:1], PING * 3, *rest[1:-1], PING, rest[-1], PING],
-            delay=0.01,
-        ),
-    )
+    server.route("POST", CHAT, stream([PING, PING, head, PING, *rest[:1], PING * 3, *rest[1:-1],
+                                       PING, rest[-1], PING], delay=0.01))
     events, end = await run_server(make_client)
     assert events == [Content("a"), Content("b")]
     assert isinstance(end, Completion)

@@ -57,7 +57,9 @@ from llamaclient import (
 from tests.conftest import drain
 from tests.support.reference import fold
 
-DIRECTORY = Path(os.environ.get("LLAMACLIENT_RECORDINGS", Path(__file__).parents[2] / "recordings"))
+DIRECTORY = Path(
+    os.environ.get("LLAMACLIENT_RECORDINGS", Path(__file__).parents[2] / "recordings")
+)
 RECORDINGS: dict[str, Recording] = {p.stem: load(p) for p in sorted(DIRECTORY.glob("*.http"))}
 
 STREAMED = (
@@ -253,6 +255,7 @@ def responder(*recordings: Recording, split: Splitter | None = None) -> Callable
         return response(current, split)
 
     return answer
+
 
 
 # -- the files are what they claim to be -----------------------------------------------------

@@ -41,16 +41,9 @@ def config(**overrides: Any) -> Config:
 
 
 async def test_status_error_and_context_overflow() -> None:
-    overflow = {
-        "error": {
-            "code": 400,
-            "message": "request (9 tokens) exceeds the available "
-            "context size (4 tokens), try increasing it",
-            "type": "exceed_context_size_error",
-            "n_prompt_tokens": 9,
-            "n_ctx": 4,
-        }
-    }
+    overflow = {"error": {"code": 400, "message": "request (9 tokens) exceeds the available "
+                          "context size (4 tokens), try increasing it",
+                          "type": "exceed_context_size_error", "n_prompt_tokens": 9, "n_ctx": 4}}
     async with respx.mock(base_url=BASE) as router, Client(config()) as client:
         route = router.post(CHAT)
         route.respond(500, text="Internal Server Error")
@@ -93,10 +86,9 @@ async def test_wait_timeout() -> None:
         await asyncio.sleep(5)
         return OK
 
-    async with (
-        respx.mock(base_url=BASE, assert_all_called=False) as router,
-        Client(config(wait_timeout=0.2)) as client,
-    ):
+    async with respx.mock(base_url=BASE, assert_all_called=False) as router, Client(
+        config(wait_timeout=0.2)
+    ) as client:
         router.post(CHAT).mock(side_effect=queued)
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -109,16 +101,12 @@ async def test_wait_timeout() -> None:
 
 async def test_retries_then_success_and_no_retry_of_500() -> None:
     async with respx.mock(base_url=BASE) as router, Client(config()) as client:
-        route = router.post(CHAT).mock(
-            side_effect=[
-                httpx.Response(
-                    503,
-                    json={"error": {"code": 503, "message": "busy", "type": "unavailable_error"}},
-                ),
-                httpx.Response(429, headers={"Retry-After": "0"}),
-                OK,
-            ]
-        )
+        route = router.post(CHAT).mock(side_effect=[
+            httpx.Response(503, json={"error": {"code": 503, "message": "busy",
+                                                "type": "unavailable_error"}}),
+            httpx.Response(429, headers={"Retry-After": "0"}),
+            OK,
+        ])
         events, error = await drain(client.chat(user()))
         assert error is None
         assert [type(e) for e in events] == [Retrying, Retrying, Content]
@@ -135,12 +123,8 @@ async def test_loading_model() -> None:
     loading = {"error": {"message": "Loading model", "type": "unavailable_error", "code": 503}}
     async with respx.mock(base_url=BASE) as router, Client(config()) as client:
         router.post(CHAT).mock(side_effect=[httpx.Response(503, json=loading), OK])
-        health = router.get("/health").mock(
-            side_effect=[
-                httpx.Response(503, json=loading),
-                httpx.Response(200, json={"status": "ok"}),
-            ]
-        )
+        health = router.get("/health").mock(side_effect=[
+            httpx.Response(503, json=loading), httpx.Response(200, json={"status": "ok"})])
         events, error = await drain(client.chat(user()))
         assert error is None
         assert events == [Waiting(slot_busy=False), Content("Hi")]
@@ -149,12 +133,8 @@ async def test_loading_model() -> None:
 
 async def test_stale_connection_is_retried_once_silently() -> None:
     async with respx.mock(base_url=BASE) as router, Client(config(max_retries=0)) as client:
-        route = router.post(CHAT).mock(
-            side_effect=[
-                httpx.RemoteProtocolError("Server disconnected without sending a response."),
-                OK,
-            ]
-        )
+        route = router.post(CHAT).mock(side_effect=[
+            httpx.RemoteProtocolError("Server disconnected without sending a response."), OK])
         events, error = await drain(client.chat(user()))
         assert (events, error) == ([Content("Hi")], None)
         assert route.call_count == 2

@@ -58,9 +58,8 @@ async def test_loading_model_waits_for_health_then_succeeds(
     server: FaultServer, make_client: ClientFactory
 ) -> None:
     server.route("POST", CHAT, [Json(503, LOADING)], OK)
-    server.route(
-        "GET", "/health", [Json(503, LOADING)], [Json(503, LOADING)], [Json(200, {"status": "ok"})]
-    )
+    server.route("GET", "/health", [Json(503, LOADING)], [Json(503, LOADING)],
+                 [Json(200, {"status": "ok"})])
     stream_ = make_client().chat(user())
     events, error = await drain(stream_)
     assert error is None
@@ -97,11 +96,8 @@ async def test_busy_pinned_slot_waits_then_succeeds(
 async def test_unavailable_slots_endpoint_does_not_block_a_pinned_request(
     server: FaultServer, make_client: ClientFactory
 ) -> None:
-    server.route(
-        "GET",
-        "/slots",
-        [Json(501, error_body(501, "This server does not support slots endpoint."))],
-    )
+    server.route("GET", "/slots", [Json(501, error_body(501, "This server does not support "
+                                                        "slots endpoint."))])
     server.route("POST", CHAT, OK)
     events, error = await drain(make_client().chat(user(slot=0, wait=False)))
     assert error is None
@@ -187,9 +183,8 @@ async def test_no_retry_after_an_in_band_error(
     server: FaultServer, make_client: ClientFactory
 ) -> None:
     head = chat_chunks(["Hel"], finish_reason=None, done=False)
-    server.route(
-        "POST", CHAT, stream([*head, error_event("Compute error.", 503, "unavailable_error")]), OK
-    )
+    server.route("POST", CHAT, stream([*head, error_event("Compute error.", 503,
+                                                          "unavailable_error")]), OK)
     events, error = await drain(make_client(max_retries=3).chat(user()))
     assert events == [Content("Hel")]
     assert isinstance(error, ServerError)

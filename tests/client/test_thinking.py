@@ -69,11 +69,8 @@ async def test_budget_ends_the_reasoning_once(
     called = route_control(server)
     chunks = chat_chunks(["Answer"], reasoning=REASONING[:3])
     # The server goes on only once the control call arrived: it must come mid-stream.
-    steps: list[Step] = [
-        *spaced(chunks[:3], end=False),
-        Wait(called, timeout=3.0),
-        *spaced(chunks[3:])[1:],
-    ]
+    steps: list[Step] = [*spaced(chunks[:3], end=False), Wait(called, timeout=3.0),
+                         *spaced(chunks[3:])[1:]]
     server.route("POST", CHAT, steps)
     stream_ = make_client(thinking_budget=3).chat(user(thinking=True))
     events, error = await drain(stream_)
@@ -95,12 +92,8 @@ async def test_control_call_names_the_model_when_configured(
     stream_ = make_client(thinking_budget=1, model="qwen3").chat(user(thinking=True))
     events, error = await drain(stream_)
     assert error is None
-    assert events == [
-        Reasoning(REASONING[0]),
-        ThinkingCapped(1),
-        Reasoning(REASONING[1]),
-        Content("A"),
-    ]
+    assert events == [Reasoning(REASONING[0]), ThinkingCapped(1), Reasoning(REASONING[1]),
+                      Content("A")]
     [control] = controls(server)
     assert control.json() == {"id": DEFAULT_ID, "action": "reasoning_end", "model": "qwen3"}
 
@@ -137,12 +130,8 @@ async def test_request_budget_overrides_the_config(
     stream_ = make_client(thinking_budget=100).chat(user(thinking=True, thinking_budget=2))
     events, error = await drain(stream_)
     assert error is None
-    assert events == [
-        *reasoning_events(2),
-        ThinkingCapped(2),
-        Reasoning(REASONING[2]),
-        Content("A"),
-    ]
+    assert events == [*reasoning_events(2), ThinkingCapped(2), Reasoning(REASONING[2]),
+                      Content("A")]
     assert stream_.completion.thinking_capped is True
     assert len(controls(server)) == 1
 
@@ -196,9 +185,7 @@ async def test_a_control_call_that_never_answers_does_not_freeze_the_stream(
     elapsed = loop.time() - started
     assert error is None
     assert [e for e in events if not isinstance(e, ThinkingCapped)] == [
-        *reasoning_events(4),
-        Content("Answer"),
-    ]
+        *reasoning_events(4), Content("Answer")]
     assert stream_.completion.content == "Answer"
     assert elapsed < 1.2  # the server holds each request for 1.5 s
 

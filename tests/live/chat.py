@@ -98,6 +98,7 @@ def live_config(base_url: str, transport: TransportName = "asyncio", **overrides
     return Config(base_url, **fields)
 
 
+
 def output(events: Sequence[ChatEvent]) -> list[ChatEvent]:
     """The events without prompt ``Progress``."""
     return [e for e in events if not isinstance(e, Progress)]
