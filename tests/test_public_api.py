@@ -56,15 +56,13 @@ def test_transport_choice_follows_the_url() -> None:
         return type(choose_transport(config, backend=backend)).__name__  # type: ignore[arg-type]
 
     assert kind("http://127.0.0.1:1") == "AsyncioTransport"
-    assert kind("HTTPS://example.invalid") == "HttpxTransport"
+    assert kind("HTTPS://example.invalid") == "AsyncioTransport"  # TLS on our own stack
+    assert kind("https://example.invalid", "asyncio") == "AsyncioTransport"
     assert kind("http://127.0.0.1:1", "httpx") == "HttpxTransport"
     assert kind("http://127.0.0.1:1", backend="other") == "HttpxTransport"  # trio
-    with pytest.raises(ValueError, match="http:// only"):
-        kind("https://example.invalid", "asyncio")
+    assert kind("https://example.invalid", backend="other") == "HttpxTransport"
     with pytest.raises(ValueError, match="asyncio event loop"):
         kind("http://127.0.0.1:1", "asyncio", backend="other")
-    with pytest.raises(ValueError, match="http:// only"):
-        llamaclient.Client(llamaclient.Config("https://example.invalid", transport="asyncio"))
 
 
 def test_a_proxy_in_the_environment_routes_through_httpx(monkeypatch: pytest.MonkeyPatch) -> None:

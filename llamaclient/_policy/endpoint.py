@@ -36,9 +36,6 @@ class Endpoint:
         self.config = config
         base = config.base_url.rstrip("/")
         self.base = base[:-3] if base.endswith("/v1") else base
-        mine = transport is not None or http_client is not None
-        if config.transport == "asyncio" and not mine and self.base.lower().startswith("https:"):
-            raise ValueError('transport "asyncio" speaks http:// only: use "httpx"')
         self._http_client = http_client
         self._transport = transport
         # identity: we never ask for compression (a proxy that forces it is decoded or named).

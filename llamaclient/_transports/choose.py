@@ -3,9 +3,10 @@
 - a ``Transport`` object or an ``httpx.AsyncClient`` given by the user wins;
 - ``Config.transport`` ``"asyncio"`` or ``"httpx"`` is taken as said (``"asyncio"`` needs an
   asyncio event loop);
-- ``"auto"``: our own HTTP/1.1 under asyncio, unless a proxy from the environment applies to
-  the URL (``HTTP(S)_PROXY``/``ALL_PROXY`` not excluded by ``NO_PROXY``, as httpx's
-  ``trust_env`` reads them) or the event loop is not asyncio (trio): then httpx.
+- ``"auto"``: our own HTTP/1.1 (``http://`` and ``https://``, TLS through asyncio's ssl
+  support) under asyncio, unless a proxy from the environment applies to the URL
+  (``HTTP(S)_PROXY``/``ALL_PROXY`` not excluded by ``NO_PROXY``, as httpx's ``trust_env``
+  reads them) or the event loop is not asyncio (trio): then httpx.
 
 Each stack is imported only when chosen, so ``import llamaclient`` stays cheap.
 """
@@ -58,18 +59,12 @@ def choose_transport(
     if kind == "asyncio" and backend != "asyncio":
         raise ValueError('transport "asyncio" needs an asyncio event loop: use "httpx"')
     if kind == "auto":
-        use_httpx = backend != "asyncio" or proxied(config.base_url) or _https(config)
+        use_httpx = backend != "asyncio" or proxied(config.base_url)
         kind = "httpx" if use_httpx else "asyncio"
     if http_client is not None or kind == "httpx":
         from .httpx import HttpxTransport
 
-        return HttpxTransport(http_client, config.connect_timeout)
-    if _https(config):
-        raise ValueError('transport "asyncio" speaks http:// only: use "httpx"')
+        return HttpxTransport(http_client, config.connect_timeout, tls=config.tls)
     from .native import AsyncioTransport
 
-    return AsyncioTransport(config.connect_timeout)
-
-
-def _https(config: Config) -> bool:
-    return config.base_url.lower().startswith("https:")
+    return AsyncioTransport(config.connect_timeout, tls=config.tls)

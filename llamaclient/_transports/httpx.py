@@ -8,6 +8,7 @@ exception's repr is never copied into a message.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Mapping
 
 import httpx
@@ -37,6 +38,15 @@ def map_error(exc: httpx.TransportError, started: bool, reused: bool = False) ->
     else:
         kind, what = "read", "the server closed the connection before responding"
     return TransportError(kind, f"{what} ({type(exc).__name__})")
+
+
+def _verify(tls: ssl.SSLContext | str | None) -> ssl.SSLContext | bool:
+    """``Config.tls`` as httpx's ``verify``: a context as given, a CA bundle path loaded."""
+    if tls is None:
+        return True
+    if isinstance(tls, ssl.SSLContext):
+        return tls
+    return ssl.create_default_context(cafile=tls)
 
 
 class _HttpxResponse:
@@ -83,12 +93,19 @@ class _HttpxResponse:
 class HttpxTransport:
     """A transport over an ``httpx.AsyncClient``: the one you pass (not closed by us), or ours."""
 
-    def __init__(self, client: httpx.AsyncClient | None = None, connect_timeout: float = 10.0):
+    def __init__(
+        self,
+        client: httpx.AsyncClient | None = None,
+        connect_timeout: float | None = 10.0,
+        *,
+        tls: ssl.SSLContext | str | None = None,
+    ) -> None:
         self._owned = client is None
         self._client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(None, connect=connect_timeout),
             limits=httpx.Limits(max_connections=None, keepalive_expiry=KEEPALIVE_SECONDS),
             follow_redirects=False,
+            verify=_verify(tls),
         )
 
     async def send(

@@ -4,65 +4,66 @@ llama-server writes one event per token with Nagle off, so in real use every eve
 in its own socket read and the HTTP stack's per-read path dominates the client's CPU. This
 transport keeps that path as short as it can be: the socket is read into one reused buffer
 (:class:`asyncio.BufferedProtocol`, so no 256 KiB block is allocated per read), the bytes
-of the read are copied out once, and ``data_received`` de-frames them in place (for the
-common case of one whole HTTP chunk per read: one ``bytes.find``, one ``int``, two slices)
-and appends the decoded bytes to a list that ``read()`` hands out joined, waking the reader
-through a single future. No ``StreamReader``, no parser objects.
+of the read are copied out once and handed to the response's
+:class:`~llamaclient._protocol.http11.ResponseParser` (pure framing, no I/O: for the common
+read of one whole HTTP chunk, one ``bytes.find``, one ``int``, two slices), which appends
+the decoded bytes to a list that ``read()`` hands out joined; the reader is woken through a
+single future. The protocol object only moves bytes and wakes waiters.
 
-What it speaks: ``http://`` only; request bodies with ``Content-Length``; response bodies
-framed by ``Transfer-Encoding: chunked`` (extensions and trailers accepted and ignored),
-``Content-Length`` or the end of the connection; 1xx interim responses skipped; keep-alive
-connections pooled per host for :data:`~llamaclient._transports.base.KEEPALIVE_SECONDS`.
+What it speaks: ``http://`` and ``https://`` (asyncio's TLS, certificates verified; see
+``tls``); request bodies with ``Content-Length`` and ``Accept-Encoding: identity``; response
+framing as :mod:`~llamaclient._protocol.http11` allows it (chunked, Content-Length, until
+close, 1xx skipped, gzip/deflate decoded); keep-alive connections pooled per host for
+:data:`~llamaclient._transports.base.KEEPALIVE_SECONDS`.
+
+Failure kinds (:class:`~llamaclient._transports.base.TransportError`):
+
+- ``"connect"``: refused, unreachable, timed out, or the TLS handshake failed (a bad
+  certificate);
+- ``"disconnected"``: only a *reused pooled* connection closed before any response byte
+  (the server dropped an idle keep-alive connection: safe to retry);
+- ``"read"``: a fresh connection closed before any response byte (the server may have
+  received the request: never retried silently), or any connection ending after the first
+  byte of the status line before the response was complete;
+- ``"protocol"``: the bytes are not HTTP/1.1 as allowed, whether in the head (raised by
+  ``send()``) or in the body framing or its content coding (raised by ``read()``): the kind
+  says what went wrong, and which call raised it says how far the response got;
+- ``"stall"``: with ``send(..., read_timeout=s)``, a ``read()`` waited ``s`` seconds
+  without a byte; the connection is closed. One timer per connection, re-armed lazily: a
+  read that waits writes ``since``, and the timer, when it fires early, re-arms itself for
+  ``since + s``. Time between reads never counts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
+import ssl
 from collections.abc import Mapping
-from typing import Final, Literal, cast
+from typing import Final, cast
 from urllib.parse import urlsplit
 
+from .._protocol.http11 import BODY, DONE, HEAD, Http11Error, ResponseParser
 from .base import KEEPALIVE_SECONDS, Response, TransportError
 
 __all__ = ["AsyncioTransport"]
 
-# Parser states of a connection.
-_IDLE: Final = 0  # no request in flight (a pooled connection)
-_HEAD: Final = 1  # waiting for the status line and headers
-_SIZE: Final = 2  # chunked: waiting for a chunk-size line
-_DATA: Final = 3  # chunked: inside a chunk's data
-_CRLF: Final = 4  # chunked: the CRLF after a chunk's data
-_TRAILER: Final = 5  # chunked: trailer lines up to the empty line
-_LENGTH: Final = 6  # Content-Length body
-_UNTIL_CLOSE: Final = 7  # body delimited by the end of the connection
-_DONE: Final = 8  # the body is complete
-_BROKEN: Final = 9  # failed or closed: ignore anything more
-
-_MAX_HEAD: Final = 64 * 1024  # bytes of status line + headers (and of one trailer section)
-_MAX_LINE: Final = 4096  # bytes of one chunk-size line
 _HIGH_WATER: Final = 1024 * 1024  # pause reading above this many buffered bytes
 _MAX_IDLE: Final = 16  # idle connections kept per host
 _READ_SIZE: Final = 256 * 1024  # the most one read takes, like asyncio's own transports
 _PROACTOR: Final[type[asyncio.AbstractEventLoop] | None] = getattr(
     asyncio, "ProactorEventLoop", None
 )
-_NO_BODY_STATUS: Final = frozenset({204, 304})
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 
+Key = tuple[str, str, int]  # (scheme, host, port)
 
-class _BadResponse(Exception):
-    """The server sent something that is not HTTP/1.1 as we speak it."""
-
-
-def _chunk_size(line: bytes) -> int:
-    """The size in a chunk-size line with extensions (``1a3;name=value``): the slow path,
-    when ``int(line, 16)`` failed."""
-    digits = line.partition(b";")[0].strip(b" \t")
-    if not digits or digits.strip(b"0123456789abcdefABCDEF"):
-        raise _BadResponse(f"bad chunk-size line {line[:64]!r}")
-    return int(digits, 16)
+# What _AsyncioResponse._more says.
+_END: Final = 0
+_AGAIN: Final = 1
+_WAIT: Final = 2
 
 
 def _tokens(value: str | None) -> set[str]:
@@ -72,66 +73,72 @@ def _tokens(value: str | None) -> set[str]:
     return {token.strip().lower() for token in value.split(",")}
 
 
+def _why(exc: Exception | None) -> str:
+    """How a connection ended, in our own words."""
+    if exc is None:
+        return "the server closed the connection"
+    if isinstance(exc, OSError) and exc.errno:
+        return f"the connection was reset ({os.strerror(exc.errno)})"
+    return "the connection was reset"
+
+
 class _Connection(asyncio.BufferedProtocol):
-    """One HTTP/1.1 connection: the protocol object and the state of its current response.
+    """One HTTP/1.1 connection: the protocol object, and the parser of its current response.
 
     The socket is read with ``recv_into`` a buffer that is reused (``get_buffer``), then
-    exactly the bytes received are copied out and parsed (``data_received``). A plain
-    ``asyncio.Protocol`` would get a fresh ``recv(256 KiB)`` per read, and allocating,
+    exactly the bytes received are copied out and fed to the parser (``buffer_updated``). A
+    plain ``asyncio.Protocol`` would get a fresh ``recv(256 KiB)`` per read, and allocating,
     shrinking and freeing that block costs more than everything else a small read does.
+    Over TLS, asyncio's TLS layer decrypts into the same buffer (a ``memoryview``: with a
+    ``bytearray`` some CPython versions lose the bytes) and reports the same way.
 
-    ``body`` holds the decoded body bytes not yet read; ``waiter`` is the future of the one
-    task waiting for the head (``send``) or for body bytes (``read``).
+    ``parser`` is None while the connection is idle (pooled): a byte then spoils it.
+    ``waiter`` is the future of the one task waiting for the head (``send``) or for body
+    bytes (``read``); any read wakes it.
     """
 
     __slots__ = (
-        "body",
+        "broken",
         "buffered",
         "error",
         "exchanges",
         "expiry",
-        "got_bytes",
-        "head_only",
-        "headers",
         "keep_alive",
         "key",
-        "left",
         "loop",
         "lost",
+        "parser",
         "paused",
-        "pending",
         "pool",
-        "state",
-        "status",
+        "read_timeout",
+        "reused",
+        "since",
+        "stall",
         "transport",
         "view",
         "waiter",
     )
 
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, key: tuple[str, int], view: memoryview
-    ) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, key: Key, view: memoryview) -> None:
         self.loop = loop
         self.key = key
         self.view = view  # what the socket is read into: shared, or this connection's own
         self.transport: asyncio.Transport | None = None
-        self.state: int = _IDLE
-        self.pending = b""  # an incomplete line (head, chunk size, CRLF, trailer) so far
-        self.left = 0  # body bytes still to come in this chunk / Content-Length body
-        self.body: list[bytes] = []
-        self.exchanges = 0  # requests sent on this connection
+        self.parser: ResponseParser | None = None
         self.buffered = 0  # raw bytes received since the reader last took the body
         self.waiter: asyncio.Future[None] | None = None
         self.error: TransportError | None = None
+        self.broken = False  # failed or closed: no more exchanges
         self.lost = False
         self.paused = False
-        self.got_bytes = False  # any byte of the response arrived
-        self.head_only = False  # the request was HEAD: no body whatever the headers say
-        self.keep_alive = False
-        self.status = 0
-        self.headers: dict[str, str] = {}
+        self.keep_alive = False  # the request allows reuse
+        self.exchanges = 0  # requests sent on this connection
+        self.reused = False  # the current exchange runs on a connection used before
         self.pool: list[_Connection] | None = None  # the idle list holding us, if any
         self.expiry: asyncio.TimerHandle | None = None
+        self.read_timeout: float | None = None
+        self.since: float | None = None  # when the waiting read() began to wait
+        self.stall: asyncio.TimerHandle | None = None
 
     # -- asyncio.BufferedProtocol ----------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -145,116 +152,43 @@ class _Connection(asyncio.BufferedProtocol):
         return self.view
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(self.view[:nbytes].tobytes())
-
-    def data_received(self, data: bytes) -> None:
-        """Parse ``data``, the bytes of one read: head, then body framing; wake the waiter."""
-        if self.pending:
-            data = self.pending + data
-            self.pending = b""
-        entry = state = self.state
-        body = self.body
-        n = len(data)
-        i = 0
-        try:
-            while i < n:
-                if state == _SIZE:
-                    eol = data.find(b"\r\n", i)
-                    if eol < 0:
-                        if n - i > _MAX_LINE:
-                            raise _BadResponse("chunk-size line too long")
-                        self.pending = data[i:]
-                        break
-                    try:
-                        size = int(data[i:eol], 16)
-                    except ValueError:  # chunk extensions, or garbage
-                        size = _chunk_size(data[i:eol])
-                    i = eol + 2
-                    if size <= 0:
-                        if size:
-                            raise _BadResponse(f"negative chunk size {size}")
-                        state = _TRAILER
-                        continue
-                    end = i + size
-                    if end + 2 <= n:  # the fast path: the whole chunk is here
-                        if not data.startswith(b"\r\n", end):
-                            raise _BadResponse("chunk data not followed by CRLF")
-                        body.append(data[i:end])
-                        i = end + 2
-                    else:
-                        self.left = size
-                        state = _DATA
-                elif state in (_DATA, _LENGTH):
-                    left = self.left
-                    if n - i > left:
-                        body.append(data[i : i + left])
-                        i += left
-                        self.left = 0
-                        state = _CRLF if state == _DATA else self._finish(i < n)
-                    else:
-                        body.append(data[i:] if i else data)
-                        left -= n - i
-                        i = n
-                        self.left = left
-                        if not left:
-                            state = _CRLF if state == _DATA else self._finish(False)
-                elif state == _CRLF:
-                    if n - i < 2:
-                        if data[i] != 13:  # b"\r"
-                            raise _BadResponse("chunk data not followed by CRLF")
-                        self.pending = data[i:]
-                        break
-                    if not data.startswith(b"\r\n", i):
-                        raise _BadResponse("chunk data not followed by CRLF")
-                    i += 2
-                    state = _SIZE
-                elif state == _UNTIL_CLOSE:
-                    body.append(data[i:] if i else data)
-                    i = n
-                elif state == _TRAILER:
-                    eol = data.find(b"\r\n", i)
-                    if eol < 0:
-                        if n - i > _MAX_HEAD:
-                            raise _BadResponse("trailer section too long")
-                        self.pending = data[i:]
-                        break
-                    blank = eol == i  # the empty line ends the trailers
-                    i = eol + 2
-                    if blank:
-                        state = self._finish(i < n)
-                elif state == _HEAD:
-                    self.got_bytes = True
-                    end = data.find(b"\r\n\r\n", i)
-                    if end < 0:
-                        if n - i > _MAX_HEAD:
-                            raise _BadResponse("response head too long")
-                        self.pending = data[i:]
-                        break
-                    state = self._parse_head(data[i:end])
-                    i = end + 4
-                elif state in (_DONE, _IDLE):
-                    # Bytes nobody asked for: the connection can no longer be trusted.
-                    self.keep_alive = False
-                    if state == _IDLE:
-                        self.close()
-                        state = _BROKEN
-                    break
-                else:  # _BROKEN
-                    break
-        except _BadResponse as exc:
-            self.state = _BROKEN
-            self._fail(TransportError("read", f"bad response from the server: {exc}"))
+        """Feed the bytes of one read to the parser; wake the waiter. (The same as
+        ``data_received``, written out again: this is the per-read path.)"""
+        parser = self.parser
+        if parser is None:  # bytes nobody asked for: the connection can't be trusted
+            self.close()
             return
-        self.state = state
-        self.buffered += n
-        if self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
+        try:
+            parser.feed(self.view[:nbytes].tobytes())
+        except Http11Error as exc:
+            self._bad(exc)
+            return
+        self.buffered += nbytes
+        if self.buffered > _HIGH_WATER:
+            self._pause()
         waiter = self.waiter
-        if waiter is not None and (body or state == _DONE or (entry == _HEAD and state != _HEAD)):
+        if waiter is not None:  # _wake(), written out
             self.waiter = None
+            self.since = None
             if not waiter.done():
                 waiter.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        """Feed ``data`` to the parser; wake the waiter."""
+        parser = self.parser
+        if parser is None:
+            self.close()
+            return
+        try:
+            parser.feed(data)
+        except Http11Error as exc:
+            self._bad(exc)
+            return
+        self.buffered += len(data)
+        if self.buffered > _HIGH_WATER:
+            self._pause()
+        if self.waiter is not None:
+            self._wake()
 
     def eof_received(self) -> bool | None:
         return None  # close our side too; connection_lost follows
@@ -262,99 +196,48 @@ class _Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         self._leave_pool()
-        state = self.state
-        if state == _UNTIL_CLOSE and exc is None:
-            self.state = _DONE
-        elif state == _HEAD:
-            if self.got_bytes:
-                self._fail(TransportError("read", f"connection lost in the response head: {exc}"))
-            else:
-                why = "connection reset" if exc else "server closed the connection"
-                # Only a reused keep-alive connection closed unanswered is stale (safe to send
-                # again); on a fresh one the server may have read the request.
-                kind: Literal["disconnected", "read"] = (
-                    "disconnected" if self.exchanges > 1 else "read"
-                )
-                self._fail(TransportError(kind, f"{why} before responding"))
-            return
-        elif _SIZE <= state <= _UNTIL_CLOSE:
-            why = f"connection reset: {exc!r}" if exc else "server closed the connection"
-            self._fail(TransportError("read", f"{why} before the body ended"))
-            return
+        parser = self.parser
+        if parser is not None and not self.broken and parser.state != DONE:
+            self._ended(parser, exc)
         self._wake()
 
-    # -- helpers ---------------------------------------------------------------------------
-    def _finish(self, extra: bool) -> int:
-        """The body is complete; ``extra``: more bytes followed it (don't reuse)."""
-        if extra:
-            self.keep_alive = False
-        return _DONE
+    def _ended(self, parser: ResponseParser, exc: Exception | None) -> None:
+        """The connection ended with the response incomplete."""
+        if not parser.started:
+            if self.reused:
+                error = TransportError("disconnected", f"{_why(exc)} before responding")
+            else:
+                why = f"{_why(exc)} before responding (the request may have reached it)"
+                error = TransportError("read", why)
+            self._fail(error)
+            return
+        try:
+            parser.eof()  # a body delimited by the end of the connection is complete
+        except Http11Error as err:
+            self._fail(TransportError("read", f"{_why(exc)}: {err}"))
 
-    def _parse_head(self, head: bytes) -> int:
-        """Parse the status line and headers; return the state to read the body in."""
-        lines = head.decode("latin-1").split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        code = rest[:3]
-        digits = code.isascii() and code.isdigit()
-        if not version.startswith("HTTP/1.") or len(code) != 3 or not digits:
-            raise _BadResponse(f"bad status line {lines[0][:80]!r}")
-        if rest[3:4] not in ("", " "):
-            raise _BadResponse(f"bad status line {lines[0][:80]!r}")
-        status = int(code)
-        if 100 <= status < 200 and status != 101:
-            return _HEAD  # an interim response (100 Continue, 103 Early Hints): skip it
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep or not name or name != name.rstrip(" \t") or line[0] in " \t":
-                raise _BadResponse(f"bad header line {line[:80]!r}")
-            key = name.lower()
-            value = value.strip(" \t")
-            old = headers.get(key)
-            headers[key] = value if old is None else f"{old}, {value}"
-        self.status = status
-        self.headers = headers
-        connection = _tokens(headers.get("connection"))
-        if version == "HTTP/1.1":
-            keep = "close" not in connection
-        else:
-            keep = "keep-alive" in connection and "close" not in connection
-        self.keep_alive = self.keep_alive and keep and status != 101
-        if self.head_only or status in _NO_BODY_STATUS or status == 101:
-            return _DONE
-        encoding = headers.get("transfer-encoding")
-        if encoding is not None:
-            if "content-length" in headers:
-                self.keep_alive = False
-            codings = encoding.lower().split(",")
-            if codings[-1].strip() == "chunked":
-                return _SIZE
-            self.keep_alive = False
-            return _UNTIL_CLOSE
-        length = headers.get("content-length")
-        if length is not None:
-            values = {v.strip() for v in length.split(",")}
-            value = values.pop()
-            if values or not (value.isascii() and value.isdigit()):
-                raise _BadResponse(f"bad Content-Length {length[:80]!r}")
-            self.left = int(value)
-            return _LENGTH if self.left else _DONE
-        self.keep_alive = False
-        return _UNTIL_CLOSE
+    # -- helpers ---------------------------------------------------------------------------
+    def _pause(self) -> None:
+        """Stop reading the socket until the reader takes the body (flow control: the
+        reader does not reset ``buffered`` while the parser has a decoding backlog, so
+        compressed input waiting to be decoded is bounded too)."""
+        if not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+
+    def _bad(self, exc: Http11Error) -> None:
+        self._fail(TransportError("protocol", f"bad response from the server: {exc}"))
 
     def _fail(self, error: TransportError) -> None:
         if self.error is None:
             self.error = error
-        self.state = _BROKEN
-        self.keep_alive = False
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.abort()
-        self._wake()
+        self.close()
 
     def _wake(self) -> None:
         waiter = self.waiter
         if waiter is not None:
             self.waiter = None
+            self.since = None  # something happened: the waiting read is not stalled
             if not waiter.done():
                 waiter.set_result(None)
 
@@ -368,34 +251,56 @@ class _Connection(asyncio.BufferedProtocol):
             with contextlib.suppress(ValueError):
                 pool.remove(self)
 
+    def _stop_stall(self) -> None:
+        self.since = None
+        if self.stall is not None:
+            self.stall.cancel()
+            self.stall = None
+
+    def check_stall(self) -> None:
+        """The stall timer fired: fail the waiting read if it waited ``read_timeout``."""
+        self.stall = None
+        since = self.since
+        timeout = self.read_timeout
+        if since is None or timeout is None or self.broken:
+            return  # nobody waits now: the next wait arms the timer again
+        due = since + timeout
+        if self.loop.time() < due:
+            self.stall = self.loop.call_at(due, self.check_stall)
+            return
+        self._fail(TransportError("stall", f"no byte from the server for {timeout:g} s"))
+
     def usable(self) -> bool:
         """Whether this idle connection can carry another request."""
         transport = self.transport
         return (
             not self.lost
+            and not self.broken
             and transport is not None
             and not transport.is_closing()
-            and self.state == _IDLE
-            and not self.pending
+            and self.parser is None
         )
 
-    def begin(self, request: bytes, *, head_only: bool, keep_alive: bool) -> None:
-        """Reset for a new exchange and write ``request``."""
+    def begin(
+        self,
+        request: bytes,
+        *,
+        head_only: bool,
+        keep_alive: bool,
+        read_timeout: float | None = None,
+    ) -> ResponseParser:
+        """Reset for a new exchange, write ``request``; return the response's parser."""
         self._leave_pool()
+        self.reused = self.exchanges > 0
         self.exchanges += 1
-        self.state = _HEAD
-        self.pending = b""
-        self.left = 0
-        self.body = []
+        parser = self.parser = ResponseParser(head_only=head_only)
         self.buffered = 0
         self.error = None
-        self.got_bytes = False
-        self.head_only = head_only
         self.keep_alive = keep_alive
-        self.status = 0
-        self.headers = {}
+        self.read_timeout = read_timeout
         assert self.transport is not None
         self.transport.write(request)
+        return parser
 
     async def wait(self) -> None:
         """Wait until ``data_received`` or ``connection_lost`` says something new.
@@ -420,9 +325,10 @@ class _Connection(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         """Close the connection now (the server sees it at once)."""
-        self.state = _BROKEN
+        self.broken = True
         self.keep_alive = False
         self._leave_pool()
+        self._stop_stall()
         transport = self.transport
         if transport is not None and not transport.is_closing():
             transport.abort()
@@ -434,72 +340,83 @@ class _Connection(asyncio.BufferedProtocol):
         self.close()
 
 
-def _stall(waiter: asyncio.Future[None], seconds: float) -> None:
-    # Interim (one timer per waiting read); the framing rewrite re-arms one per connection.
-    if not waiter.done():
-        waiter.set_exception(TransportError("stall", f"no bytes for {seconds} s"))
-
-
 class _AsyncioResponse:
     """A response whose head has arrived; the body is read from its connection."""
 
-    __slots__ = ("_conn", "_headers", "_owner", "_read_timeout", "_status")
+    __slots__ = ("_body", "_conn", "_owner", "_parser")
 
-    def __init__(
-        self, owner: AsyncioTransport, conn: _Connection, read_timeout: float | None = None
-    ) -> None:
+    def __init__(self, owner: AsyncioTransport, conn: _Connection, parser: ResponseParser) -> None:
         self._owner = owner
-        self._read_timeout = read_timeout
         self._conn: _Connection | None = conn
-        self._status = conn.status
-        self._headers = conn.headers
+        self._parser = parser
+        self._body = parser.body
 
     @property
     def status(self) -> int:
-        return self._status
+        return self._parser.status
 
     def header(self, name: str) -> str | None:
-        return self._headers.get(name.lower())
+        return self._parser.headers.get(name.lower())
 
     async def read(self) -> bytes:
         """The next decoded body bytes: everything that arrived since the last call."""
         conn = self._conn
         if conn is None:
             return b""
-        body = conn.body
+        body = self._body
+        parser = self._parser
         while not body:
-            if conn.error is not None:
-                self._conn = None
-                self._owner._discard(conn)
-                raise conn.error
-            if conn.state == _DONE:
-                self._conn = None
-                self._owner._release(conn)
-                return b""
-            if conn.state == _BROKEN:  # closed by us (aclose of the transport)
-                self._conn = None
-                self._owner._discard(conn)
-                raise TransportError("read", "the connection was closed")
+            if conn.broken or conn.lost or parser.state != BODY or parser.backlog:
+                more = self._more(conn)
+                if more == _END:
+                    return b""
+                if more == _AGAIN:
+                    continue
             waiter = conn.waiter = conn.loop.create_future()
-            timer = None
-            if self._read_timeout is not None:
-                timer = conn.loop.call_later(self._read_timeout, _stall, waiter, self._read_timeout)
+            timeout = conn.read_timeout
+            if timeout is not None:
+                since = conn.since = conn.loop.time()
+                if conn.stall is None:
+                    conn.stall = conn.loop.call_at(since + timeout, conn.check_stall)
             try:
                 await waiter
-            except (asyncio.CancelledError, TransportError):
+            except asyncio.CancelledError:
                 conn.waiter = None
                 self._conn = None
                 self._owner._discard(conn)
                 raise
-            finally:
-                if timer is not None:
-                    timer.cancel()
+            conn.since = None
         data = body[0] if len(body) == 1 else b"".join(body)
         body.clear()
-        conn.buffered = 0
-        if conn.paused:
-            conn.resume()
+        if not parser.backlog:
+            conn.buffered = 0
+            if conn.paused:
+                conn.resume()
         return data
+
+    def _more(self, conn: _Connection) -> int:
+        """With no body bytes at hand: raise on a failure; ``_END`` at the end of the body;
+        ``_AGAIN`` after decoding the next piece of a backlog; else ``_WAIT`` for bytes."""
+        if conn.error is not None:
+            self._conn = None
+            self._owner._discard(conn)
+            raise conn.error
+        parser = self._parser
+        if parser.state == DONE:
+            self._conn = None
+            self._owner._release(conn, parser)
+            return _END
+        if parser.backlog:
+            try:
+                parser.pump()
+            except Http11Error as exc:
+                conn._bad(exc)
+            return _AGAIN
+        if conn.broken or conn.lost:  # closed by us (aclose of the transport)
+            self._conn = None
+            self._owner._discard(conn)
+            raise TransportError("read", "the connection was closed")
+        return _WAIT
 
     async def aread(self) -> bytes:
         """The rest of the body."""
@@ -515,56 +432,64 @@ class _AsyncioResponse:
         if conn is None:
             return
         self._conn = None
-        if conn.state == _DONE and conn.error is None:
-            self._owner._release(conn)
+        if self._parser.state == DONE and conn.error is None:
+            self._owner._release(conn, self._parser)
         else:
             self._owner._discard(conn)
 
 
 class AsyncioTransport:
     """A :class:`~llamaclient._transports.base.Transport` written directly on asyncio protocols:
-    the lowest per-read cost, for ``http://`` servers only.
+    the lowest per-read cost, for ``http://`` and ``https://`` servers.
 
-    ``connect_timeout`` bounds opening a TCP connection (None: no bound). Idle keep-alive
-    connections are pooled per host (at most 16 each), used again only after a response was
-    read to its end and neither side said ``Connection: close``, and dropped after
-    ``KEEPALIVE_SECONDS``. ``aclose()`` closes every connection, idle or in use; the
-    transport can still be used after it (new connections are opened).
+    ``connect_timeout`` bounds opening a connection, TLS handshake included (None: no
+    bound). ``tls`` is for ``https://``: None verifies the server's certificate against the
+    system's CAs, a ``str`` is the path of a CA bundle file to verify it against instead,
+    an :class:`ssl.SSLContext` is used as given. Idle keep-alive connections are pooled per
+    host (at most 16 each), used again only after a response was read to its end and
+    neither side said ``Connection: close``, and dropped after ``KEEPALIVE_SECONDS``.
+    ``aclose()`` closes every connection, idle or in use; the transport can still be used
+    after it (new connections are opened).
     """
 
-    def __init__(self, connect_timeout: float | None = 10.0) -> None:
+    def __init__(
+        self,
+        connect_timeout: float | None = 10.0,
+        *,
+        tls: ssl.SSLContext | str | None = None,
+    ) -> None:
         self._connect_timeout = connect_timeout
-        self._idle: dict[tuple[str, int], list[_Connection]] = {}
+        self._tls = tls
+        self._context: ssl.SSLContext | None = tls if isinstance(tls, ssl.SSLContext) else None
+        self._idle: dict[Key, list[_Connection]] = {}
         self._active: set[_Connection] = set()
-        self._targets: dict[str, tuple[tuple[str, int], str, str]] = {}
+        self._targets: dict[str, tuple[Key, str, str]] = {}
         self._view: memoryview | None = None  # the read buffer all connections share
 
     def __repr__(self) -> str:
         idle = sum(len(conns) for conns in self._idle.values())
         return f"AsyncioTransport(active={len(self._active)}, idle={idle})"
 
-    def _target(self, url: str) -> tuple[tuple[str, int], str, str]:
-        """``((host, port), request target, Host header)`` for ``url``, cached."""
+    def _target(self, url: str) -> tuple[Key, str, str]:
+        """``((scheme, host, port), request target, Host header)`` for ``url``, cached."""
         target = self._targets.get(url)
         if target is not None:
             return target
         parts = urlsplit(url)
-        if parts.scheme != "http":
-            raise ValueError(
-                f"the asyncio transport speaks plain http:// only, not {parts.scheme}://"
-                f" ({url!r}); use transport 'httpx'"
-            )
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
+            raise ValueError(f"the asyncio transport speaks http:// and https://, not {url!r}")
         host = parts.hostname
         if not host:
             raise ValueError(f"no host in {url!r}")
-        port = parts.port or 80
+        port = parts.port or (443 if scheme == "https" else 80)
         path = parts.path or "/"
         if parts.query:
             path += "?" + parts.query
         netloc = parts.netloc.rpartition("@")[2]
         if len(self._targets) >= 64:
             self._targets.clear()
-        target = self._targets[url] = ((host, port), path, netloc)
+        target = self._targets[url] = ((scheme, host, port), path, netloc)
         return target
 
     async def send(
@@ -583,9 +508,14 @@ class AsyncioTransport:
         if conn is None:
             conn = await self._connect(key)
         self._active.add(conn)
-        conn.begin(request, head_only=method.upper() == "HEAD", keep_alive=keep_alive)
+        parser = conn.begin(
+            request,
+            head_only=method.upper() == "HEAD",
+            keep_alive=keep_alive,
+            read_timeout=read_timeout,
+        )
         try:
-            while conn.state == _HEAD:
+            while parser.state == HEAD and not conn.broken:
                 await conn.wait()
         except asyncio.CancelledError:
             self._discard(conn)
@@ -593,10 +523,10 @@ class AsyncioTransport:
         if conn.error is not None:
             self._discard(conn)
             raise conn.error
-        if conn.state == _BROKEN:
+        if conn.broken and parser.state == HEAD:  # closed by us (aclose of the transport)
             self._discard(conn)
-            raise TransportError("disconnected", "the connection was closed")
-        return _AsyncioResponse(self, conn, read_timeout)
+            raise TransportError("read", "the connection was closed")
+        return _AsyncioResponse(self, conn, parser)
 
     async def aclose(self) -> None:
         """Close every connection, idle or in use (responses still open then fail)."""
@@ -610,7 +540,7 @@ class AsyncioTransport:
         await asyncio.sleep(0)  # let the transports finish closing their sockets
 
     # -- the pool --------------------------------------------------------------------------
-    def _take_idle(self, key: tuple[str, int]) -> _Connection | None:
+    def _take_idle(self, key: Key) -> _Connection | None:
         conns = self._idle.get(key)
         if not conns:
             return None
@@ -623,9 +553,21 @@ class AsyncioTransport:
             conn.close()
         return None
 
-    async def _connect(self, key: tuple[str, int]) -> _Connection:
+    def _ssl_context(self) -> ssl.SSLContext:
+        if self._context is None:
+            cafile = self._tls if isinstance(self._tls, str) else None
+            try:
+                self._context = ssl.create_default_context(cafile=cafile)
+            except (OSError, ssl.SSLError):
+                raise TransportError(
+                    "connect", f"cannot load the CA bundle {cafile!r} for TLS"
+                ) from None
+        return self._context
+
+    async def _connect(self, key: Key) -> _Connection:
         loop = asyncio.get_running_loop()
-        host, port = key
+        scheme, host, port = key
+        context = self._ssl_context() if scheme == "https" else None
         view = self._view
         if _PROACTOR is not None and isinstance(loop, _PROACTOR):
             # A proactor reads into the buffer in the background: one buffer per connection.
@@ -637,28 +579,42 @@ class AsyncioTransport:
         try:
             async with asyncio.timeout(self._connect_timeout):
                 _, conn = await loop.create_connection(
-                    lambda: _Connection(loop, key, view), host, port
+                    lambda: _Connection(loop, key, view),
+                    host,
+                    port,
+                    ssl=context,
+                    server_hostname=host if context is not None else None,
                 )
-        except TimeoutError as exc:
+        except TimeoutError:
             raise TransportError(
                 "connect", f"connect to {host}:{port} timed out ({self._connect_timeout} s)"
-            ) from exc
+            ) from None
+        except ssl.SSLCertVerificationError:
+            raise TransportError(
+                "connect", f"the TLS certificate of {host}:{port} was not accepted"
+            ) from None
+        except ssl.SSLError:
+            raise TransportError(
+                "connect", f"the TLS handshake with {host}:{port} failed"
+            ) from None
         except OSError as exc:
-            raise TransportError("connect", f"cannot connect to {host}:{port}: {exc}") from exc
+            why = os.strerror(exc.errno) if exc.errno else "failed"
+            raise TransportError("connect", f"cannot connect to {host}:{port}: {why}") from None
         return conn
 
-    def _release(self, conn: _Connection) -> None:
+    def _release(self, conn: _Connection, parser: ResponseParser) -> None:
         """The response ended cleanly: pool the connection if both sides allow it."""
         self._active.discard(conn)
-        if not conn.keep_alive or not conn.transport or conn.lost or conn.pending:
+        conn._stop_stall()
+        reusable = conn.keep_alive and parser.keep_alive and not parser.trailing
+        if not reusable or not conn.transport or conn.lost or conn.broken:
             conn.close()
             return
         conns = self._idle.setdefault(conn.key, [])
         if len(conns) >= _MAX_IDLE or conn.transport.is_closing():
             conn.close()
             return
-        conn.state = _IDLE
-        conn.body = []
+        conn.parser = None
         conn.resume()
         conn.pool = conns
         conn.expiry = conn.loop.call_later(KEEPALIVE_SECONDS, conn.expire)
@@ -676,7 +632,7 @@ def _request_bytes(
     keeping the connection alive."""
     lines = [f"{method} {path} HTTP/1.1\r\n"]
     keep_alive = True
-    has_host = False
+    has_host = has_encoding = False
     for name, value in headers.items():
         if "\r" in name or "\n" in name or "\r" in value or "\n" in value or ":" in name:
             raise ValueError(f"invalid header {name!r} (the value is not shown)")
@@ -685,11 +641,15 @@ def _request_bytes(
             continue  # ours, from the body
         if lower == "host":
             has_host = True
+        elif lower == "accept-encoding":
+            has_encoding = True
         elif lower == "connection" and "close" in _tokens(value):
             keep_alive = False
         lines.append(f"{name}: {value}\r\n")
     if not has_host:
         lines.insert(1, f"Host: {netloc}\r\n")
+    if not has_encoding:
+        lines.append("Accept-Encoding: identity\r\n")
     if body:
         lines.append(f"Content-Length: {len(body)}\r\n")
     elif body is not None or method.upper() in _BODY_METHODS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Literal
 
 import msgspec
@@ -28,9 +29,14 @@ class Config(msgspec.Struct, frozen=True):
       a cut connection is a ``StreamClosedEarlyError`` and closing it cancels, as usual.
     - ``thinking_budget``: reasoning tokens before the client ends the reasoning (None: no cap);
       ``thinking_grace``: tokens allowed past it before ``ThinkingOverrunError``.
-    - ``transport``: ``"auto"`` (the default: ``"asyncio"`` for ``http://``, ``"httpx"`` for
-      ``https://``), ``"asyncio"`` (our own HTTP/1.1 on asyncio protocols, the cheapest per
-      read; ``http://`` only), or ``"httpx"`` (httpx's own transport).
+    - ``transport``: ``"auto"`` (the default: ours under asyncio, httpx under trio or when a
+      proxy from the environment applies), ``"asyncio"`` (our own HTTP/1.1 on asyncio
+      protocols, ``http://`` and ``https://``, the cheapest per read), or ``"httpx"``.
+    - ``tls``: how an ``https://`` server is verified (by either transport): None (the
+      default) checks its certificate against the system's CAs; a ``str`` is the path of a
+      CA bundle file (PEM) to check it against instead (a private CA, a self-signed
+      certificate); an :class:`ssl.SSLContext` is used as given (client certificates,
+      pinning, or turning verification off at your own risk).
 
     The API key is sent only to ``base_url`` and never appears in a repr.
     """
@@ -53,6 +59,7 @@ class Config(msgspec.Struct, frozen=True):
     thinking_budget: int | None = None
     thinking_grace: int = 256
     transport: Literal["auto", "asyncio", "httpx"] = "auto"
+    tls: ssl.SSLContext | str | None = None
 
     def __rich_repr__(self) -> list[tuple[str, object]]:
         return [(name, _shown(self, name)) for name in self.__struct_fields__]

@@ -51,6 +51,7 @@ import inspect
 import json
 import math
 import socket
+import ssl as _ssl
 import struct
 import threading
 import time
@@ -886,6 +887,7 @@ class FaultServer:
         thread: Run in an asyncio loop of its own, in a background thread (``True``), or in
             the caller's asyncio loop (``False``). ``None`` (default): in the caller's loop
             when the caller runs on asyncio, in a thread otherwise (trio).
+        ssl: Serve HTTPS with this server context (:attr:`url` is then ``https://``).
     """
 
     def __init__(
@@ -900,8 +902,10 @@ class FaultServer:
         keep_alive_max: int = 100,
         raise_errors: bool = True,
         thread: bool | None = None,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
+        self.ssl = ssl
         self._port = port
         self.idle_timeout = idle_timeout
         self.read_timeout = read_timeout
@@ -953,7 +957,9 @@ class FaultServer:
 
     async def _start(self) -> None:
         self._changed = asyncio.Event()
-        self._server = await asyncio.start_server(self._on_connect, self.host, self._port)
+        self._server = await asyncio.start_server(
+            self._on_connect, self.host, self._port, ssl=self.ssl
+        )
 
     async def stop(self) -> None:
         """Stop listening, abort every connection and await every task (and, when the
@@ -1015,8 +1021,10 @@ class FaultServer:
 
     @property
     def url(self) -> str:
-        """Base URL, e.g. ``http://127.0.0.1:PORT`` (no trailing slash)."""
-        return f"http://{self.host}:{self.port}"
+        """Base URL, e.g. ``http://127.0.0.1:PORT`` (no trailing slash; ``https`` with
+        ``ssl``)."""
+        scheme = "https" if self.ssl is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     # ----------------------------------------------------------------- programming
 
@@ -1123,8 +1131,12 @@ class FaultServer:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # Make every drain() wait until the transport buffer is empty (handed to the
-        # kernel), so each scripted write goes out before the next step runs.
-        writer.transport.set_write_buffer_limits(high=0)
+        # kernel), so each scripted write goes out before the next step runs. Not over TLS:
+        # asyncio's TLS transport (3.11) with a zero high-water mark garbles the stream
+        # from the third write on (the client reads a close_notify); there a drain() may
+        # return with the write still in the TLS layer's buffer.
+        if self.ssl is None:
+            writer.transport.set_write_buffer_limits(high=0)
         conn.pump_task = asyncio.create_task(conn.pump())
         self._notify()
         reason = "close"

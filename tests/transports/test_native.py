@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import itertools
 import os
 import random
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -21,8 +23,9 @@ import pytest
 import pytest_asyncio
 
 from llamaclient import ChatEvent, ChatRequest, Client, Completion, Config, UserMessage
+from llamaclient._protocol.http11 import DONE, MAX_DECODED, ResponseParser
 from llamaclient._transports.base import Response, TransportError
-from llamaclient._transports.native import _DONE, _HIGH_WATER, AsyncioTransport, _Connection
+from llamaclient._transports.native import _HIGH_WATER, AsyncioTransport, _Connection
 from tests.support.faultserver import (
     Chunk,
     Close,
@@ -35,6 +38,7 @@ from tests.support.faultserver import (
     Sleep,
     Status,
     Step,
+    Wait,
     chat_chunks,
     refused_url,
     stream,
@@ -153,16 +157,21 @@ class _FakeTransport(asyncio.Transport):
 def feed(pieces: Iterator[bytes] | list[bytes]) -> tuple[_Connection, list[bytes]]:
     """Feed a response to a fresh connection read by read; return it and the body pieces
     taken after each read (what ``read()`` would hand out)."""
-    conn = _Connection(asyncio.get_running_loop(), ("h", 80), memoryview(bytearray(16)))
+    conn = _Connection(asyncio.get_running_loop(), ("http", "h", 80), memoryview(bytearray(16)))
     conn.connection_made(_FakeTransport())
-    conn.begin(b"GET / HTTP/1.1\r\n\r\n", head_only=False, keep_alive=True)
+    parser = conn.begin(b"GET / HTTP/1.1\r\n\r\n", head_only=False, keep_alive=True)
     out = []
     for piece in pieces:
         conn.data_received(piece)
-        if conn.body:
-            out.append(b"".join(conn.body))
-            conn.body.clear()
+        if parser.body:
+            out.append(b"".join(parser.body))
+            parser.body.clear()
     return conn, out
+
+
+def parser_of(conn: _Connection) -> ResponseParser:
+    assert conn.parser is not None
+    return conn.parser
 
 
 def splits(data: bytes, cuts: tuple[int, ...]) -> list[bytes]:
@@ -176,10 +185,13 @@ async def test_protocol_every_single_split_gives_the_same_body() -> None:
         conn, out = feed(splits(WIRE, (cut,)))
         assert conn.error is None, cut
         assert b"".join(out) == expected, cut
-        assert conn.status == 200
-        assert conn.headers["transfer-encoding"] == "Chunked"
-        assert "x-trailer" not in conn.headers
-        assert conn.state == _DONE, cut
+        parser = parser_of(conn)
+        assert parser.status == 200
+        assert parser.headers["transfer-encoding"] == "Chunked"
+        assert "x-trailer" not in parser.headers
+        assert parser.trailers == [("X-Trailer", "yes")]
+        assert parser.state == DONE, cut
+        assert parser.keep_alive
         assert conn.keep_alive
 
 
@@ -192,11 +204,11 @@ async def test_protocol_every_pair_of_splits_and_byte_by_byte() -> None:
         for b in range(a + 1, len(wire), 3):
             conn, out = feed(splits(wire, (a, b)))
             assert b"".join(out) == expected, (a, b)
-            assert conn.state == _DONE, (a, b)
+            assert parser_of(conn).state == DONE, (a, b)
             assert conn.error is None, (a, b)
     conn, out = feed(wire[i : i + 1] for i in range(len(wire)))
     assert b"".join(out) == expected
-    assert conn.state == _DONE
+    assert parser_of(conn).state == DONE
 
 
 async def test_protocol_one_whole_chunk_per_read_is_one_piece_each() -> None:
@@ -209,7 +221,7 @@ async def test_protocol_one_whole_chunk_per_read_is_one_piece_each() -> None:
 async def test_protocol_several_chunks_in_one_read_come_out_joined() -> None:
     conn, out = feed([HEAD_CHUNKED, chunked(EVENTS)])
     assert out == [b"".join(EVENTS)]
-    assert conn.state == _DONE
+    assert parser_of(conn).state == DONE
 
 
 @pytest.mark.parametrize(
@@ -220,12 +232,18 @@ async def test_protocol_several_chunks_in_one_read_come_out_joined() -> None:
         b"3\r\nabcXY",  # no CRLF after the data
         b"3\r\nabc\rX",
         b"1" * 5000,  # an endless size line
+        b"0x3\r\nabc\r\n",  # int(x, 16) accepts these
+        b"+3\r\nabc\r\n",
+        b"1_0\r\n" + b"a" * 16 + b"\r\n",
+        b" 3\r\nabc\r\n",
+        b"1" * 20 + b"\r\n",  # 20 digits
     ],
 )
-async def test_protocol_bad_chunking_is_a_read_error(bad: bytes) -> None:
+async def test_protocol_bad_chunking_is_a_protocol_error(bad: bytes) -> None:
     conn, _ = feed([HEAD_CHUNKED, bad])
     assert conn.error is not None
-    assert conn.error.kind == "read"
+    assert conn.error.kind == "protocol"
+    assert conn.broken
 
 
 @pytest.mark.parametrize(
@@ -236,12 +254,18 @@ async def test_protocol_bad_chunking_is_a_read_error(bad: bytes) -> None:
         b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n",
+        b"HTTP/1.1 2x0 OK\r\n\r\n",
+        b"HTTP/1.1 20 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX : y\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX: y\r\n z\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX: a\x00b\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 1\r\n\r\nx",
     ],
 )
-async def test_protocol_bad_head_is_a_read_error(head: bytes) -> None:
+async def test_protocol_bad_head_is_a_protocol_error(head: bytes) -> None:
     conn, _ = feed([head])
     assert conn.error is not None
-    assert conn.error.kind == "read"
+    assert conn.error.kind == "protocol"
 
 
 # -- framing over sockets --------------------------------------------------------------------------
@@ -333,7 +357,8 @@ async def test_close_delimited_body(server: FaultServer, transport: AsyncioTrans
 async def test_chunk_extensions_and_trailers(
     server: FaultServer, transport: AsyncioTransport
 ) -> None:
-    body = chunked([b"hello", b" ", b"world"], ext=b" ; a=1;b", trailers=b"X-A: 1\r\nX-B: 2\r\n")
+    # (no whitespace before the first ";": RFC 9112 allows it, h11 and we refuse it)
+    body = chunked([b"hello", b" ", b"world"], ext=b";a=1 ; b", trailers=b"X-A: 1\r\nX-B: 2\r\n")
     # A hand-made response (``End()`` after raw bytes writes nothing, so the trailers are ours)
     server.route("GET", "/t", [Raw(HEAD_CHUNKED + body), End()])
     assert await fetch(transport, server.url + "/t") == (200, b"hello world")
@@ -358,10 +383,12 @@ async def test_request_bytes(server: FaultServer, transport: AsyncioTransport) -
         await transport.send("GET", server.url + "/g", {"X": "a\r\nEvil: 1"}, None)
 
 
-async def test_https_is_refused_with_a_clear_message() -> None:
+async def test_other_schemes_are_refused_with_a_clear_message() -> None:
     t = AsyncioTransport()
-    with pytest.raises(ValueError, match=r"httpx"):
-        await t.send("GET", "https://example.com/x", {}, None)
+    with pytest.raises(ValueError, match=r"http:// and https://"):
+        await t.send("GET", "ftp://example.com/x", {}, None)
+    with pytest.raises(ValueError, match=r"no host"):
+        await t.send("GET", "http:///x", {}, None)
     await t.aclose()
 
 
@@ -399,15 +426,27 @@ async def test_closed_in_the_head_is_a_read_error(
 
 
 @pytest.mark.parametrize("end", [Close(), Reset()])
-async def test_no_response_on_a_fresh_connection_is_a_read_error(
+async def test_no_response_at_all_on_a_fresh_connection_is_a_read_error(
     server: FaultServer, transport: AsyncioTransport, end: Step
 ) -> None:
-    """The server may have read the request: not "disconnected", which means stale and
-    safe to send again."""
+    # The server may have received the request: never "disconnected" (retried silently).
     server.route("GET", "/d", [end])
     with pytest.raises(TransportError) as info:
         await transport.send("GET", server.url + "/d", {}, None)
     assert info.value.kind == "read"
+    assert "before responding" in str(info.value)
+
+
+@pytest.mark.parametrize("end", [Close(), Reset()])
+async def test_a_status_line_byte_then_nothing_is_a_read_error_even_when_reused(
+    server: FaultServer, transport: AsyncioTransport, end: Step
+) -> None:
+    server.route("GET", "/d", [Json(200, {})], [Raw(b"H"), Sleep(0.01), end])
+    assert await fetch(transport, server.url + "/d") == (200, b"{}")
+    with pytest.raises(TransportError) as info:
+        await transport.send("GET", server.url + "/d", {}, None)
+    assert info.value.kind == "read"
+    assert server.connections_accepted == 1
 
 
 @pytest.mark.parametrize("end", [Close(), Reset()])
@@ -672,7 +711,7 @@ async def test_flow_control_with_a_10_mb_body(
     conn = response._conn  # type: ignore[attr-defined]
     assert conn is not None
     assert conn.paused
-    buffered = sum(len(p) for p in conn.body)
+    buffered = sum(len(p) for p in parser_of(conn).body)
     assert _HIGH_WATER < buffered < _HIGH_WATER + 1024 * 1024
     got = []
     while piece := await response.read():
@@ -824,3 +863,166 @@ async def test_client_chat_cut_mid_stream_is_seen_by_the_server(server: FaultSer
                 break
         await server.wait_disconnect(timeout=1.0)
     await server.wait_closed_connections()
+
+
+# -- read timeout (stall) ---------------------------------------------------------------------
+
+
+async def test_a_read_that_waits_read_timeout_is_a_stall_and_closes(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route("GET", "/s", [Status(200), Chunk(b"a"), Hold()])
+    response = await transport.send("GET", server.url + "/s", {}, None, read_timeout=0.1)
+    assert await response.read() == b"a"
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(TransportError) as info:
+        await response.read()
+    assert info.value.kind == "stall"
+    assert str(info.value) == "no byte from the server for 0.1 s"
+    assert 0.09 <= loop.time() - started < 2.0
+    await response.aclose()
+    await server.wait_disconnect(timeout=2.0)  # the connection was closed
+
+
+async def test_a_slow_consumer_is_not_stalled(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route("GET", "/s", stream([b"a", b"b", b"c"]))
+    response = await transport.send("GET", server.url + "/s", {}, None, read_timeout=0.05)
+    assert await response.read()
+    await asyncio.sleep(0.2)  # the consumer is busy: time between reads does not count
+    assert await response.aread()
+    await response.aclose()
+
+
+async def test_bytes_coming_more_often_than_read_timeout_are_not_a_stall(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    events = [b"data: %d\n\n" % i for i in range(12)]
+    server.route("GET", "/s", stream(events, delay=0.03))
+    response = await transport.send("GET", server.url + "/s", {}, None, read_timeout=0.15)
+    assert await response.aread() == b"".join(events)  # 0.36 s in all, never 0.15 s silent
+    await response.aclose()
+
+
+async def test_a_stall_counts_from_the_last_byte_even_if_not_a_body_byte(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route("GET", "/s", [Status(200), Chunk(b"a"), Sleep(0.08), Raw(b"5\r\nab"), Hold()])
+    response = await transport.send("GET", server.url + "/s", {}, None, read_timeout=0.12)
+    assert await response.read() == b"a"
+    assert await response.read() == b"ab"
+    with pytest.raises(TransportError) as info:
+        await response.read()
+    assert info.value.kind == "stall"
+    await response.aclose()
+
+
+async def test_no_read_timeout_no_timer(server: FaultServer, transport: AsyncioTransport) -> None:
+    server.route("GET", "/s", [Status(200), Chunk(b"a"), Sleep(0.05), Chunk(b"b"), End()])
+    response = await transport.send("GET", server.url + "/s", {}, None)
+    conn = response._conn  # type: ignore[attr-defined]
+    assert await response.aread() == b"ab"
+    assert conn.stall is None
+    await response.aclose()
+
+
+# -- more of the framing, over sockets ------------------------------------------------------------
+
+
+async def test_send_returns_with_the_head_before_any_body_byte(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    gate = asyncio.Event()
+    server.route("GET", "/s", [Status(200, {"X-A": "1"}), Wait(gate), Chunk(b"late"), End()])
+    response = await transport.send("GET", server.url + "/s", {}, None)
+    assert (response.status, response.header("x-a")) == (200, "1")
+    gate.set()
+    assert await response.aread() == b"late"
+    await response.aclose()
+
+
+async def test_accept_encoding_identity_is_sent(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route("GET", "/j", [Json(200, {})])
+    await fetch(transport, server.url + "/j")
+    await fetch(transport, server.url + "/j", headers={"accept-encoding": "gzip"})
+    assert server.requests[0].headers.get_list("accept-encoding") == ["identity"]
+    assert server.requests[1].headers.get_list("accept-encoding") == ["gzip"]
+
+
+async def test_gzip_and_deflate_bodies_are_decoded(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    events = [b'data: {"n":%d}\n\n' % i for i in range(50)]
+    text = b"".join(events)
+    compressor = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
+    pieces = [compressor.compress(e) + compressor.flush(zlib.Z_SYNC_FLUSH) for e in events]
+    pieces.append(compressor.flush())
+    server.route("GET", "/gz", stream(pieces, headers={"Content-Encoding": "gzip"}))
+    server.route(
+        "GET", "/df", [Full(200, zlib.compress(text), headers={"Content-Encoding": "deflate"})]
+    )
+    assert await fetch(transport, server.url + "/gz") == (200, text)
+    assert await fetch(transport, server.url + "/df") == (200, text)
+    assert server.connections_accepted == 1
+
+
+async def test_a_gzip_bomb_is_read_a_bounded_piece_at_a_time(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    size = 64 * MAX_DECODED
+    bomb = gzip.compress(b"\0" * size, 9)
+    server.route("GET", "/bomb", [Full(200, bomb, headers={"Content-Encoding": "gzip"})])
+    response = await transport.send("GET", server.url + "/bomb", {}, None)
+    total = 0
+    while piece := await response.read():
+        assert len(piece) <= 2 * MAX_DECODED
+        total += len(piece)
+    assert total == size
+    await response.aclose()
+
+
+async def test_unknown_content_coding_is_a_protocol_error_from_send(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route("GET", "/br", [Full(200, b"xx", headers={"Content-Encoding": "br"})])
+    with pytest.raises(TransportError, match="unsupported content coding 'br'") as info:
+        await transport.send("GET", server.url + "/br", {}, None)
+    assert info.value.kind == "protocol"
+
+
+async def test_bad_framing_in_the_body_is_a_protocol_error_from_read(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route(
+        "GET", "/b", [Raw(HEAD_CHUNKED), Sleep(0.02), Raw(b"3\r\nabc\r\n0x2\r\nab\r\n"), Hold()]
+    )
+    response = await transport.send("GET", server.url + "/b", {}, None)
+    with pytest.raises(TransportError) as info:
+        await response.aread()
+    assert info.value.kind == "protocol"
+    await response.aclose()
+
+
+async def test_bytes_after_a_complete_body_stop_reuse(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    server.route("GET", "/x", [Raw(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA"), End()])
+    assert await fetch(transport, server.url + "/x") == (200, b"ok")
+    assert await fetch(transport, server.url + "/x") == (200, b"ok")
+    assert server.connections_accepted == 2
+
+
+async def test_the_end_of_the_connection_completes_an_encoded_until_close_body(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    data = gzip.compress(b"z" * 100_000)
+    server.route(
+        "GET",
+        "/c",
+        [Status(200, {"Content-Encoding": "gzip"}, chunked=False), Chunk(data), Close()],
+    )
+    assert await fetch(transport, server.url + "/c") == (200, b"z" * 100_000)
