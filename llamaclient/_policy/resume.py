@@ -90,9 +90,10 @@ class Resumer:
         ``ResumeError`` (session gone), or ``StreamClosedEarlyError`` (no resume here)."""
         config = self._endpoint.config
         self.attempt += 1
-        await anyio.sleep(
-            backoff_seconds(self.attempt, config.retry_backoff, config.retry_max_backoff)
-        )
+        if self.attempt > 1:  # the first reconnect goes at once: the session is there
+            await anyio.sleep(
+                backoff_seconds(self.attempt, config.retry_backoff, config.retry_max_backoff)
+            )
         while True:
             try:
                 return await self._get(offset)

@@ -120,19 +120,8 @@ class SSEDecoder:
         if not chunk:
             return []
         out: list[bytes] = []
-        if self._raw:
-            raw = self._raw
-            raw.append(chunk)
-            if chunk.find(_LF) < 0:  # the event's current line goes on
-                self._raw_size += len(chunk)
-                if self._raw_size > _RAW_LIMIT:
-                    self._raw = []
-                    self._lines(b"".join(raw), out)
-                return out
-            chunk = b"".join(raw)
-            self._raw = []
-        elif self._line or self._data or self._type:
-            chunk = self._finish_event(chunk, out)
+        if self._raw or self._line or self._data or self._type:
+            chunk = self._go_on(chunk, out)
             if not chunk:
                 return out
         # At an event boundary. The common case: only "data: <line>\n\n" events.
@@ -142,18 +131,47 @@ class SSEDecoder:
                 self._type_seen = _MESSAGE
                 out.append(chunk[6:end])
                 return out
-            lines = chunk.split(_LF)
-            n = len(lines)
-            if n & 1:
-                heads = lines[0 : n - 1 : 2]
-                if not any(lines[1::2]) and all(map(bytes.startswith, heads, repeat(_DATA))):
-                    if heads:
-                        out += map(_PAYLOAD, heads)
-                        self._type_seen = _MESSAGE
-                    rest = lines[-1]
-                    if rest:
-                        self._keep(rest, out)
-                    return out
+            if self._only_data(chunk, out):
+                return out
+        self._blocks(chunk, out)
+        return out
+
+    def _go_on(self, chunk: bytes, out: list[bytes]) -> bytes:
+        """Continue what the last piece left open; return what is left from an event
+        boundary on (b"" when nothing is)."""
+        raw = self._raw
+        if not raw:
+            return self._finish_event(chunk, out)
+        raw.append(chunk)
+        if chunk.find(_LF) < 0:  # the event's current line goes on
+            self._raw_size += len(chunk)
+            if self._raw_size > _RAW_LIMIT:
+                self._raw = []
+                self._lines(b"".join(raw), out)
+            return b""
+        self._raw = []
+        return b"".join(raw)
+
+    def _only_data(self, chunk: bytes, out: list[bytes]) -> bool:
+        """Whole ``data:`` events, one line each, and maybe the start of the next: decoded
+        into ``out`` (True); anything else is left to the general path (False)."""
+        lines = chunk.split(_LF)
+        n = len(lines)
+        if not n & 1:
+            return False
+        heads = lines[0 : n - 1 : 2]
+        if any(lines[1::2]) or not all(map(bytes.startswith, heads, repeat(_DATA))):
+            return False
+        if heads:
+            out += map(_PAYLOAD, heads)
+            self._type_seen = _MESSAGE
+        rest = lines[-1]
+        if rest:
+            self._keep(rest, out)
+        return True
+
+    def _blocks(self, chunk: bytes, out: list[bytes]) -> None:
+        """The general path: events separated by blank lines, any fields."""
         blocks = chunk.split(_LFLF)
         rest = blocks.pop()
         for block in blocks:
@@ -166,7 +184,6 @@ class SSEDecoder:
                 self._dispatch(out)
         if rest:
             self._keep(rest, out)
-        return out
 
     def flush(self) -> list[bytes]:
         """The body ended: return the data of an event it left without its blank line."""

@@ -65,6 +65,15 @@ def what(error: ProtocolError) -> str:
     return message.removesuffix(suffix)
 
 
+def failed(args: ArgumentStream, h: FieldHandle | None, error: ProtocolError) -> Outcome:
+    """Check what a run that raised ``error`` left behind; its outcome."""
+    assert error.raw, "the error carries the raw text"
+    assert error.raw in args.raw
+    if h is not None:
+        assert h.done, "an error closes every handle"
+    return Outcome(error=what(error))
+
+
 def run(fragments: Iterable[str], *, lenient: bool, handle: str | None = "content") -> Outcome:
     args = make(lenient)
     h = args.field(handle) if handle is not None else None
@@ -80,11 +89,7 @@ def run(fragments: Iterable[str], *, lenient: bool, handle: str | None = "conten
     except ProtocolError as exc:
         error = exc
     if error is not None:
-        assert error.raw, "the error carries the raw text"
-        assert error.raw in args.raw
-        if h is not None:
-            assert h.done, "an error closes every handle"
-        return Outcome(error=what(error))
+        return failed(args, h, error)
     value: Any = None
     if h is not None:
         taken.append(h.take())

@@ -32,6 +32,7 @@ class CutProxy:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="CutProxy", daemon=True)
         self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def url(self) -> str:
@@ -49,8 +50,20 @@ class CutProxy:
         try:
             yield self
         finally:
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(5)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5)
+
+    async def _shutdown(self) -> None:
+        """Close the listener and every relayed connection, and wait for their handlers."""
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -64,11 +77,28 @@ class CutProxy:
         self._loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
         try:
             up_reader, up_writer = await asyncio.open_connection(self.host, self.target_port)
         except OSError:
-            writer.close()
+            writer.transport.abort()
+            self._writers.discard(writer)
             return
+        self._writers.add(up_writer)
+        try:
+            await self._relay(reader, writer, up_reader, up_writer)
+        finally:
+            for w in (writer, up_writer):
+                w.transport.abort()  # at once, both ways: the cut is a cut
+                self._writers.discard(w)
+
+    async def _relay(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        up_reader: asyncio.StreamReader,
+        up_writer: asyncio.StreamWriter,
+    ) -> None:
         first = await reader.read(65536)
         limit = None
         if first.startswith(_CHAT):
@@ -77,12 +107,12 @@ class CutProxy:
         up_writer.write(first)
         up = asyncio.ensure_future(_pipe(reader, up_writer, None, None))
         down = asyncio.ensure_future(_pipe(up_reader, writer, limit, self.cuts))
-        await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
-        for task in (up, down):
-            task.cancel()
-        for w in (writer, up_writer):
-            with contextlib.suppress(Exception):
-                w.close()
+        try:
+            await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (up, down):
+                task.cancel()
+            await asyncio.gather(up, down, return_exceptions=True)
 
 
 async def _pipe(

@@ -157,6 +157,7 @@ def spawn_and_kill(base_url: str, max_tokens: int) -> str:
     assert child.stdout.readline().strip() == "event"
     child.send_signal(signal.SIGKILL)
     child.wait(10)
+    child.stdout.close()
     assert child.returncode == -signal.SIGKILL
     return conversation_id
 

@@ -59,7 +59,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass
 from http import HTTPStatus
 from types import TracebackType
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, ClassVar, TypeAlias, TypeVar
 
 import anyio
 
@@ -782,6 +782,24 @@ class _StepError(Exception):
     """A script was wrong (recorded in ``FaultServer.errors``)."""
 
 
+@dataclass(frozen=True)
+class _Stop:
+    """A step ended the response itself (its outcome is already set); ``reason`` is what
+    the script returns (``"close"``, ``"reset"``, ``"timeout"``)."""
+
+    reason: str
+
+
+_StepResult: TypeAlias = bool | str | _Stop
+"""What a step handler returns: True to go on, False when the client is gone,
+``"timeout"`` when a write stalled, or a :class:`_Stop`."""
+
+_StepHandler: TypeAlias = (
+    "Callable[[FaultServer, _Conn, _Exchange, int, Any], Awaitable[_StepResult]]"
+)
+"""A ``FaultServer._step_*`` method: (server, conn, exchange, step index, step)."""
+
+
 # --------------------------------------------------------------------------------------
 # Hosting the server in a thread of its own (for callers that are not on asyncio)
 # --------------------------------------------------------------------------------------
@@ -1357,82 +1375,131 @@ class FaultServer:
         return "disconnect"
 
     async def _run_script(self, conn: _Conn, ex: _Exchange, script: Script) -> str:
-        req = ex.request
         for i, step in enumerate(script):
             ex.step = i
-            ok: bool | str = True
             if conn.eof.is_set():
                 return self._disconnected(conn, ex)
             if ex.complete:
                 raise _StepError(f"step {i} ({step!r}) after the response was complete")
             if isinstance(step, bytes):
                 step = Chunk(step)
-            if isinstance(step, Status):
-                if ex.status is not None:
-                    raise _StepError(f"step {i}: second Status {step!r}")
-                ok = await self._write(conn, ex, self._status_bytes(ex, step))
-            elif isinstance(step, Chunk):
-                if not step.data:
-                    continue
-                if ex.chunked and not step.raw:
-                    data = b"%x\r\n" % len(step.data) + step.data + b"\r\n"
-                else:
-                    data = step.data
-                    ex.raw = ex.raw or ex.status is None
-                ok = await self._write(conn, ex, data)
-            elif isinstance(step, Response):
-                if ex.status is not None:
-                    raise _StepError(f"step {i}: {step!r} after Status")
-                ok = await self._write(conn, ex, self._response_bytes(ex, step))
-                ex.complete = True
-            elif isinstance(step, End):
-                if ex.status is None and not ex.raw:
-                    raise _StepError(f"step {i}: End before Status or Raw bytes")
-                ok = await self._write(conn, ex, b"0\r\n\r\n") if ex.chunked else True
-                ex.complete = True
-            elif isinstance(step, Sleep):
-                ok = not await conn.wait_eof(step.seconds)
-            elif isinstance(step, Hold):
-                timeout = self.hold_timeout if step.timeout is None else step.timeout
-                if not await conn.wait_eof(timeout):
-                    self._set_outcome(req, "hold_timeout")
-                    return "timeout"
-                ok = False
-            elif isinstance(step, Wait):
-                timeout = self.hold_timeout if step.timeout is None else step.timeout
-                woke = await self._wait_event(conn, step.event, timeout)
-                if woke is None:
-                    raise _StepError(f"step {i}: Wait timed out after {timeout}s")
-                ok = woke
-            elif isinstance(step, Call):
-                result = step.fn()
-                if inspect.isawaitable(result):
-                    await _bounded(result, self.hold_timeout, f"step {i} {step!r}")
-                ok = True
-            elif isinstance(step, Close):
-                self._set_outcome(req, "closed")
-                return "close"
-            elif isinstance(step, Reset):
-                self._set_outcome(req, "reset")
-                return "reset"
-            else:
-                raise _StepError(f"step {i}: unknown step {step!r}")
-            if ok == "timeout":
-                self._set_outcome(req, "write_timeout")
-                return "timeout"
-            if not ok:
-                return self._disconnected(conn, ex)
+            ok = await self._step_handler(i, step)(self, conn, ex, i, step)
+            stop = self._stop_after_step(conn, ex, ok)
+            if stop is not None:
+                return stop
+        return self._script_ended(conn, ex)
+
+    def _stop_after_step(self, conn: _Conn, ex: _Exchange, ok: _StepResult) -> str | None:
+        """What the script returns after a step that gave ``ok``; None to go on."""
+        if isinstance(ok, _Stop):
+            return ok.reason
+        if ok == "timeout":
+            self._set_outcome(ex.request, "write_timeout")
+            return "timeout"
+        if not ok:
+            return self._disconnected(conn, ex)
+        return None
+
+    def _script_ended(self, conn: _Conn, ex: _Exchange) -> str:
+        """What the script returns when it ran out of steps."""
         if conn.eof.is_set() and not ex.complete:
             return self._disconnected(conn, ex)
         if not ex.complete:
-            self._set_outcome(req, "closed")
+            self._set_outcome(ex.request, "closed")
             return "close"
-        self._set_outcome(req, "complete")
+        self._set_outcome(ex.request, "complete")
         if ex.status is not None and ex.status >= 400:
             ex.must_close = True
         if ex.status is not None and not ex.chunked and not ex.has_length:
             ex.must_close = True
         return "keep"
+
+    # One handler per step type (dispatched through ``_STEP_HANDLERS``), each returning a
+    # ``_StepResult``; ``i`` is the step's index, for error messages.
+
+    async def _step_status(self, conn: _Conn, ex: _Exchange, i: int, step: Status) -> _StepResult:
+        if ex.status is not None:
+            raise _StepError(f"step {i}: second Status {step!r}")
+        return await self._write(conn, ex, self._status_bytes(ex, step))
+
+    async def _step_chunk(self, conn: _Conn, ex: _Exchange, i: int, step: Chunk) -> _StepResult:
+        if not step.data:
+            return True
+        if ex.chunked and not step.raw:
+            data = b"%x\r\n" % len(step.data) + step.data + b"\r\n"
+        else:
+            data = step.data
+            ex.raw = ex.raw or ex.status is None
+        return await self._write(conn, ex, data)
+
+    async def _step_response(
+        self, conn: _Conn, ex: _Exchange, i: int, step: Response
+    ) -> _StepResult:
+        if ex.status is not None:
+            raise _StepError(f"step {i}: {step!r} after Status")
+        ok = await self._write(conn, ex, self._response_bytes(ex, step))
+        ex.complete = True
+        return ok
+
+    async def _step_end(self, conn: _Conn, ex: _Exchange, i: int, step: End) -> _StepResult:
+        if ex.status is None and not ex.raw:
+            raise _StepError(f"step {i}: End before Status or Raw bytes")
+        ok = await self._write(conn, ex, b"0\r\n\r\n") if ex.chunked else True
+        ex.complete = True
+        return ok
+
+    async def _step_sleep(self, conn: _Conn, ex: _Exchange, i: int, step: Sleep) -> _StepResult:
+        return not await conn.wait_eof(step.seconds)
+
+    async def _step_hold(self, conn: _Conn, ex: _Exchange, i: int, step: Hold) -> _StepResult:
+        timeout = self.hold_timeout if step.timeout is None else step.timeout
+        if not await conn.wait_eof(timeout):
+            self._set_outcome(ex.request, "hold_timeout")
+            return _Stop("timeout")
+        return False
+
+    async def _step_wait(self, conn: _Conn, ex: _Exchange, i: int, step: Wait) -> _StepResult:
+        timeout = self.hold_timeout if step.timeout is None else step.timeout
+        woke = await self._wait_event(conn, step.event, timeout)
+        if woke is None:
+            raise _StepError(f"step {i}: Wait timed out after {timeout}s")
+        return woke
+
+    async def _step_call(self, conn: _Conn, ex: _Exchange, i: int, step: Call) -> _StepResult:
+        result = step.fn()
+        if inspect.isawaitable(result):
+            await _bounded(result, self.hold_timeout, f"step {i} {step!r}")
+        return True
+
+    async def _step_close(self, conn: _Conn, ex: _Exchange, i: int, step: Close) -> _StepResult:
+        self._set_outcome(ex.request, "closed")
+        return _Stop("close")
+
+    async def _step_reset(self, conn: _Conn, ex: _Exchange, i: int, step: Reset) -> _StepResult:
+        self._set_outcome(ex.request, "reset")
+        return _Stop("reset")
+
+    _STEP_HANDLERS: ClassVar[Mapping[type, _StepHandler]] = {
+        Status: _step_status,
+        Chunk: _step_chunk,
+        Response: _step_response,
+        End: _step_end,
+        Sleep: _step_sleep,
+        Hold: _step_hold,
+        Wait: _step_wait,
+        Call: _step_call,
+        Close: _step_close,
+        Reset: _step_reset,
+    }
+
+    @classmethod
+    def _step_handler(cls, i: int, step: Step) -> _StepHandler:
+        """The handler for ``step``'s type (or a base of it, as ``isinstance`` would match)."""
+        for base in type(step).__mro__:
+            handler = cls._STEP_HANDLERS.get(base)
+            if handler is not None:
+                return handler
+        raise _StepError(f"step {i}: unknown step {step!r}")
 
     async def _wait_event(
         self, conn: _Conn, event: Gate | asyncio.Event, seconds: float
