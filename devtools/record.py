@@ -25,7 +25,7 @@ from typing import Any
 
 from devtools.llama_server import LlamaServer
 from devtools.rawhttp import RawExchange, build_request
-from devtools.recording import dump
+from devtools.recording import dechunk, dump
 from devtools.scripted_model import write_model
 from devtools.scripts import request_body
 
@@ -130,6 +130,39 @@ def _inband_error(server: LlamaServer) -> list[Capture]:
     raise RuntimeError("no stream got the in-band error in 5 attempts")
 
 
+def _resumed(server: LlamaServer) -> list[Capture]:
+    """A stream with ``X-Conversation-Id``, cut by the client mid-body, then the rest fetched
+    with ``GET /v1/stream?conv_id=…&from=<body bytes received>``."""
+    conv = "recorded-resume-1"
+    body = request_body("long_answer", max_tokens=60)
+    request = build_request("POST", CHAT, server.port, body, {"X-Conversation-Id": conv})
+    stream = RawExchange(server.port, request)
+    try:
+        while stream.response.count(b"data: ") < 12 and not stream.complete:
+            stream.read_some()
+        cut = stream.response
+    finally:
+        stream.close()
+    head_end = cut.find(b"\r\n\r\n") + 4
+    offset = len(b"".join(dechunk(cut[head_end:], cut=True)))
+    path = f"/v1/stream?conv_id={conv}&from={offset}"
+    rest = RawExchange(server.port, build_request("GET", path, server.port))
+    try:
+        response = rest.read_all()
+    finally:
+        rest.close()
+    note = f"the client closed the connection after {len(cut)} response bytes"
+    return [
+        Capture("resumed_cut", request, cut, {"note": note, "cut": "true"}),
+        Capture(
+            "resumed_rest",
+            rest.request,
+            response,
+            {"note": f"resumes resumed_cut at body byte {offset}", "from": str(offset)},
+        ),
+    ]
+
+
 def _read_concurrently(exchanges: list[RawExchange], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as sel:
@@ -223,6 +256,12 @@ def _scenarios() -> list[Scenario]:
             _inband_error,
         ),
         Scenario("loading_503", "loading", "chat request while the model loads", _loading_503),
+        Scenario(
+            "resumed",
+            "main",
+            "a stream cut by the client, then GET /v1/stream from the byte offset",
+            _resumed,
+        ),
     ]
 
 

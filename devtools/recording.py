@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Recording", "RecordingFormatError", "dump", "load", "parse"]
+__all__ = ["Recording", "RecordingFormatError", "dechunk", "dump", "load", "parse"]
 
 REQUEST_MARK = b">>> request\n"
 RESPONSE_MARK = b"\n<<< response\n"
@@ -44,19 +44,25 @@ def _split_head(raw: bytes) -> tuple[str, list[tuple[str, str]], bytes]:
     return first, headers, raw[end + 4 :]
 
 
-def _dechunk(raw: bytes) -> list[bytes]:
-    """The chunk payloads of a chunked body, in order (the last-chunk excluded)."""
+def dechunk(raw: bytes, cut: bool = False) -> list[bytes]:
+    """The chunk payloads of a chunked body, in order (the last-chunk excluded). ``cut``: the
+    connection was cut on purpose (``# cut: true``): the body ends wherever it ends, and the
+    last payload is what arrived of its chunk."""
     chunks: list[bytes] = []
     pos = 0
     while True:
         eol = raw.find(b"\r\n", pos)
         if eol < 0:
+            if cut:
+                return chunks
             raise RecordingFormatError("truncated chunked body")
         size = int(raw[pos:eol].split(b";")[0], 16)
         if size == 0:
             return chunks
         data = raw[eol + 2 : eol + 2 + size]
         if len(data) != size or raw[eol + 2 + size : eol + 4 + size] != b"\r\n":
+            if cut:
+                return [*chunks, data] if data else chunks
             raise RecordingFormatError("truncated chunk")
         chunks.append(data)
         pos = eol + 4 + size
@@ -121,7 +127,7 @@ def parse(data: bytes) -> Recording:
     status_line, headers, raw_body = _split_head(raw_response)
     _version, status, reason = [*status_line.split(" ", 2), ""][:3]
     chunked = any(k.lower() == "transfer-encoding" and "chunked" in v for k, v in headers)
-    chunks = _dechunk(raw_body) if chunked else [raw_body]
+    chunks = dechunk(raw_body, meta.get("cut") == "true") if chunked else [raw_body]
     return Recording(
         meta=meta,
         raw_request=raw_request,

@@ -47,6 +47,7 @@ from llamaclient import (
     ContextOverflowError,
     HTTPStatusError,
     Reasoning,
+    Resuming,
     ServerError,
     ThinkingCapped,
     ToolSchema,
@@ -86,6 +87,7 @@ ERRORS = (
     "validation_error_500",
 )
 CONTROL_CALL = "thinking_control_call"
+RESUMED = ("resumed_cut", "resumed_rest")  # a cut stream and its rest (X-Conversation-Id)
 CHAT_POSTS = (
     *STREAMED,
     "context_overflow",
@@ -262,7 +264,7 @@ def responder(*recordings: Recording, split: Splitter | None = None) -> Callable
 
 # -- the files are what they claim to be -----------------------------------------------------
 def test_every_recording_is_classified() -> None:
-    assert sorted(RECORDINGS) == sorted({*STREAMED, *ERRORS, CONTROL_CALL})
+    assert sorted(RECORDINGS) == sorted({*STREAMED, *ERRORS, CONTROL_CALL, *RESUMED})
 
 
 @pytest.mark.parametrize("name", sorted(RECORDINGS))
@@ -276,7 +278,13 @@ def test_recordings_are_real_captures(name: str) -> None:
     assert re.match(r"^(GET|POST) /\S* HTTP/1\.1$", recording.request_line)
     host = dict((k.lower(), v) for k, v in recording.request_headers)["host"]
     assert host.startswith("127.0.0.1:")
-    if name in STREAMED:
+    if name in RESUMED:
+        assert recording.status == 200
+        assert recording.header("Content-Type") == "text/event-stream"
+        assert recording.chunked
+        ended = recording.raw_body.endswith(b"0\r\n\r\n")
+        assert ended is (name == "resumed_rest")  # the cut one stops mid-body
+    elif name in STREAMED:
         assert recording.status == 200
         assert recording.header("Content-Type") == "text/event-stream"
         assert recording.chunked
@@ -475,3 +483,46 @@ async def test_thinking_budget_replay_posts_the_recorded_control_call(split: str
     assert [e for e in events if not isinstance(e, ThinkingCapped)] == expected.events
     assert expected.completion is not None
     assert stream.completion == msgspec.structs.replace(expected.completion, thinking_capped=True)
+
+
+# -- 3. a resumed exchange ---------------------------------------------------------------------
+async def test_a_recorded_resume_replays_to_the_whole_turn() -> None:
+    """``resumed_cut`` (a stream the client cut) then ``resumed_rest`` (``GET /v1/stream`` from
+    the byte offset): the client, cut at the same byte, resumes and ends with the Completion
+    of the joined body, events neither lost nor repeated."""
+    cut, rest = rec("resumed_cut"), rec("resumed_rest")
+    conversation = dict((k.lower(), v) for k, v in cut.request_headers)["x-conversation-id"]
+    offset = int(rest.meta["from"])
+    assert offset == len(cut.body)
+    assert rest.request_line == f"GET /v1/stream?conv_id={conversation}&from={offset} HTTP/1.1"
+    whole = Assembler()
+    expected: list[ChatEvent] = []
+    for event in (cut.body + rest.body).split(b"\n\n"):
+        if event.startswith(b"data: "):
+            expected += whole.push(event[6:])
+    completion = whole.finish()
+
+    async def broken() -> AsyncIterator[bytes]:
+        for piece in cut.chunks:
+            yield piece
+        raise httpx.ReadError("cut")
+
+    headers = [(k, v) for k, v in cut.headers if k.lower() != "transfer-encoding"]
+    gets: list[str] = []
+
+    def rest_of(request: httpx.Request) -> httpx.Response:
+        gets.append(str(request.url.params))
+        return response(rest)
+
+    config = Config(BASE, **{**TEST_CONFIG, "max_retries": 1})
+    async with respx.mock(base_url=BASE) as router, Client(config) as client:
+        router.post(CHAT).mock(return_value=httpx.Response(200, headers=headers, content=broken()))
+        router.get("/v1/stream").mock(side_effect=rest_of)
+        stream = client.chat(request_for("long_answer"))
+        events, error = await drain(stream)
+    assert error is None
+    resumes = [e for e in events if isinstance(e, Resuming)]
+    assert [(r.attempt, r.offset) for r in resumes] == [(1, offset)]
+    assert [e for e in events if not isinstance(e, Resuming)] == expected
+    assert stream.completion == completion
+    assert gets == [f"conv_id={stream.conversation_id}&from={offset}"]
