@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from llamaclient import (
 
 from .llama_server import LlamaServer
 
-MODEL_DIR = Path.home() / ".cache" / "llamaclient"
+MODEL_DIR = Path(os.environ.get("LLAMACLIENT_CACHE") or Path.home() / ".cache" / "llamaclient")
 PROMPT = "Write three short sentences about the sea."
 
 
