@@ -15,8 +15,8 @@ import anyio
 
 from ._arguments.routing import LiveArguments
 from ._arguments.stream import ArgumentStream
-from ._policy.budget import ThinkingBudget
 from ._policy.attempts import hide_key, redact
+from ._policy.budget import ThinkingBudget
 from ._policy.chat import ChatPolicies
 from ._policy.resume import Resumer, ResumeUnsupported
 from ._policy.slots import Ticket

@@ -32,7 +32,7 @@ def map_error(exc: httpx.TransportError, started: bool, reused: bool = False) ->
         kind, what = "stall", "no bytes within the read timeout"
     elif isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
         kind, what = "connect", "cannot connect"
-    elif started and isinstance(exc, httpx.RemoteProtocolError) and "peer closed" not in str(exc):
+    elif started and isinstance(exc, httpx.RemoteProtocolError) and not _cut(exc):
         kind, what = "protocol", "the response broke HTTP/1.1 framing"  # as ours says it
     elif started:
         kind, what = "read", "the response body broke"
@@ -45,6 +45,13 @@ def map_error(exc: httpx.TransportError, started: bool, reused: bool = False) ->
     else:
         kind, what = "read", "the server closed the connection before responding"
     return TransportError(kind, f"{what} ({type(exc).__name__})")
+
+
+def _cut(exc: httpx.RemoteProtocolError) -> bool:
+    """Whether h11 complains of a connection that ended early ("peer closed connection
+    without sending complete message body", "peer unexpectedly closed connection"), not of
+    bytes that break the framing."""
+    return "closed connection" in str(exc)
 
 
 async def _response(response: httpx.Response) -> Response:

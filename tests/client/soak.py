@@ -81,8 +81,9 @@ class _Plan:
 
     def __init__(self, streams: int, rate: float, seed: int) -> None:
         rng = random.Random(seed)
+        faulty = set(rng.sample(range(streams), round(rate * streams)))  # exactly the rate
         self.faults: list[Fault | None] = [
-            rng.choice(SOAK_FAULTS) if rng.random() < rate else None for _ in range(streams)
+            rng.choice(SOAK_FAULTS) if i in faulty else None for i in range(streams)
         ]
         self.clean = Fault("clean", [[HEAD + BODY]], OK)
         self.attempts: Counter[int] = Counter()

@@ -14,6 +14,7 @@ two HTTP stacks disagree on a few inputs where HTTP/1.1 leaves room; each is nam
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -282,8 +283,8 @@ def _json_faults() -> list[Fault]:
          {}),
         ("data_after_done", after_hel(E1, FINISH, DONE, content("late")), OK, {}),
     ]
-    return [Fault("json_" + name, scripts, outcome, kind="json", **extra)
-            for name, scripts, outcome, extra in cases]
+    return [Fault("json_" + name, [script], outcome, kind="json", **extra)
+            for name, script, outcome, extra in cases]
 
 
 def _timing_faults() -> list[Fault]:
@@ -326,7 +327,6 @@ def _status_faults() -> list[Fault]:
                 % (code, reason, len(body), b"".join(lines), body))
 
     def envelope(code: int, message: str) -> bytes:
-        import json
         return json.dumps(error_body(code, message)).encode()
 
     cases: list[tuple[str, Sequence[Script], Outcome, int, tuple[type[object], ...]]] = [
@@ -356,8 +356,7 @@ def _status_faults() -> list[Fault]:
 def _secret_faults() -> list[Fault]:
     """A server (or a proxy) that quotes the request, the API key included, back."""
     bearer = f"Bearer {KEY}".encode()
-    body = ('{"error":{"code":401,"message":"invalid key: Bearer %s","type":'
-            '"authentication_error"}}' % KEY).encode()
+    body = json.dumps(error_body(401, f"invalid key: Bearer {KEY}")).encode()
     cases: list[tuple[str, Script, Outcome]] = [
         ("echoed_in_401_body", [Response(401, body, content_type="application/json")], H(401)),
         ("echoed_in_location", [Response(307, b"", content_type=None,
