@@ -86,7 +86,7 @@ class _Plan:
             rng.choice(SOAK_FAULTS) if i in faulty else None for i in range(streams)
         ]
         self.clean = Fault("clean", [[HEAD + BODY]], OK)
-        self.attempts: Counter[int] = Counter()
+        self.attempts = [0] * streams
 
     def script(self, request: Request) -> list[Step]:
         text = json.loads(request.body)["messages"][0]["content"]
@@ -111,17 +111,28 @@ async def _one(client: Client, plan: _Plan, i: int, transport: str, report: Soak
                             f"instead of {expected}")
 
 
-async def _run(client: Client, plan: _Plan, transport: str, report: SoakReport,
-               first: int, last: int, concurrency: int) -> None:
+_BATCH = 500
+
+
+async def _run(client: Client, plan: _Plan, server: FaultServer, transport: str,
+               report: SoakReport, first: int, last: int, concurrency: int) -> None:
+    """Streams ``first`` to ``last``, ``concurrency`` at a time, in batches after which the
+    server's records are dropped (they grow with every request: they are not the client's)."""
     limit = anyio.Semaphore(concurrency)
 
     async def one(i: int) -> None:
         async with limit:
             await _one(client, plan, i, transport, report)
 
-    async with anyio.create_task_group() as tg:
-        for i in range(first, last):
-            tg.start_soon(one, i)
+    for start in range(first, last, _BATCH):
+        async with anyio.create_task_group() as tg:
+            for i in range(start, min(last, start + _BATCH)):
+                tg.start_soon(one, i)
+        await server.wait_closed_connections(timeout=5.0)
+        report.connections_accepted += server.connections_accepted
+        server.requests.clear()
+        server.disconnects.clear()
+        server.connections.clear()  # all closed (a record of each; the next ids restart)
 
 
 async def soak(
@@ -139,16 +150,15 @@ async def soak(
     async with FaultServer(hold_timeout=10.0) as server:
         server.route("POST", CHAT, plan.script)
         async with Client(make_config(server.url, transport, **SOAK_CONFIG)) as client:
-            await _run(client, plan, transport, report, 0, warmup, concurrency)
-            await server.wait_closed_connections(timeout=5.0)
+            await _run(client, plan, server, transport, report, 0, warmup, concurrency)
             before = _figures()
             report.outcomes.clear()
             report.wrong.clear()
-            await _run(client, plan, transport, report, warmup, warmup + streams, concurrency)
-            await server.wait_closed_connections(timeout=5.0)
+            report.connections_accepted = 0
+            await _run(client, plan, server, transport, report, warmup, warmup + streams,
+                       concurrency)
             after = _figures()
             report.connections_open = server.connections_open
-            report.connections_accepted = server.connections_accepted
     report.streams = streams
     report.faults = sum(1 for f in plan.faults[warmup:] if f is not None)
     report.fds = (before[0], after[0])
