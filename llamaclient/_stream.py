@@ -15,6 +15,7 @@ import anyio
 
 from ._arguments.routing import LiveArguments
 from ._arguments.stream import ArgumentStream
+from ._policy.attempts import hide_key, redact
 from ._policy.budget import ThinkingBudget
 from ._policy.chat import ChatPolicies
 from ._policy.resume import Resumer, ResumeUnsupported
@@ -23,6 +24,7 @@ from ._protocol.assembler import Assembler
 from ._protocol.sse import SSEDecoder
 from ._transports.base import Response, TransportError
 from ._types.completion import Completion
+from ._types.config import Config
 from ._types.errors import (
     InferError,
     ProtocolError,
@@ -37,6 +39,7 @@ __all__ = ["ChatStream"]
 
 _FAIRNESS_EVENTS = 32
 _END_GRACE = 0.1  # seconds to wait for the body's end after [DONE]
+_TOO_DEEP = "an event's JSON is nested too deeply to decode"
 
 
 class _Shared:
@@ -223,7 +226,7 @@ async def _run(
             await _read_to_end(read)
         shared.completion = asm.finish(_capped(budget))
     except (TransportError, InferError) as exc:
-        _failed(exc, shared, _capped(budget), policies.config.stall_timeout)
+        _failed(exc, shared, _capped(budget), policies.config)
     finally:
         await _end(shared, policies, slot, ticket)
 
@@ -262,7 +265,7 @@ async def _resume(
     if broken is not None:
         with anyio.CancelScope(shield=True):
             await broken.aclose()
-    event = Resuming(resumer.attempt + 1, shared.offset, f"{error}")
+    event = Resuming(resumer.attempt + 1, shared.offset, redact(f"{error}", resumer.api_key))
     known = resumer.known_to_resume
     if known:
         yield [event]
@@ -333,7 +336,10 @@ def _decode(
             else:
                 events = got
     except InferError as exc:
-        failure = exc
+        if not asm.is_done:  # after [DONE] nothing counts: a later read is never taken either
+            failure = exc
+    except RecursionError:  # JSON nested deeper than the interpreter's recursion limit
+        failure = ProtocolError(_TOO_DEEP)
     if shared.live is not None:
         events = shared.live.process(events)
     return events, failure
@@ -351,22 +357,30 @@ async def _decode_budgeted(
             events += asm.push(payload)
             await budget.check(asm, events)
     except InferError as exc:
-        failure = exc
+        if not asm.is_done:
+            failure = exc
+    except RecursionError:
+        failure = ProtocolError(_TOO_DEEP)
     if shared.live is not None:
         events = shared.live.process(events)
     return events, failure
 
 
 def _failed(
-    exc: TransportError | InferError, shared: _Shared, capped: bool, stall: float | None
+    exc: TransportError | InferError, shared: _Shared, capped: bool, config: Config
 ) -> None:
     """The stream failed: our errors get the partial; a broken connection becomes a quiet
-    end, a whole answer, or an error with the partial."""
-    if isinstance(exc, InferError):
-        if exc.partial is None:
-            exc.partial = shared.asm.partial(capped)
-        raise exc
-    _after_break(exc, shared, capped, stall)
+    end, a whole answer, or an error with the partial. Whatever the server wrote into the
+    error (it may quote the request) never shows the API key."""
+    try:
+        if isinstance(exc, InferError):
+            if exc.partial is None:
+                exc.partial = shared.asm.partial(capped)
+            raise exc
+        _after_break(exc, shared, capped, config.stall_timeout)
+    except InferError as error:
+        hide_key(error, config.api_key)
+        raise
 
 
 def _after_break(

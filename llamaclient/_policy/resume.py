@@ -71,6 +71,11 @@ class Resumer:
         self.attempt = 0
 
     @property
+    def api_key(self) -> str | None:
+        """The client's API key: hidden from the text of the breaks this stream reports."""
+        return self._endpoint.config.api_key
+
+    @property
     def known_to_resume(self) -> bool:
         """This client has resumed a stream on this server before."""
         return self._support.supported is True

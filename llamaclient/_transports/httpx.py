@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING
 
 import httpx
 
+from .._protocol.http11 import MAX_DECODED, Http11Error, content_decoder
 from .base import KEEPALIVE_SECONDS, Response, TransportError, TransportErrorKind
+
+if TYPE_CHECKING:
+    from .._protocol.http11 import _Decoder as ContentDecoder
 
 __all__ = ["HttpxTransport", "map_error"]
 
@@ -27,6 +32,8 @@ def map_error(exc: httpx.TransportError, started: bool, reused: bool = False) ->
         kind, what = "stall", "no bytes within the read timeout"
     elif isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
         kind, what = "connect", "cannot connect"
+    elif started and isinstance(exc, httpx.RemoteProtocolError) and not _cut(exc):
+        kind, what = "protocol", "the response broke HTTP/1.1 framing"  # as ours says it
     elif started:
         kind, what = "read", "the response body broke"
     elif isinstance(exc, httpx.ProxyError):
@@ -38,6 +45,27 @@ def map_error(exc: httpx.TransportError, started: bool, reused: bool = False) ->
     else:
         kind, what = "read", "the server closed the connection before responding"
     return TransportError(kind, f"{what} ({type(exc).__name__})")
+
+
+def _cut(exc: httpx.RemoteProtocolError) -> bool:
+    """Whether h11 complains of a connection that ended early ("peer closed connection
+    without sending complete message body", "peer unexpectedly closed connection"), not of
+    bytes that break the framing."""
+    return "closed connection" in str(exc)
+
+
+async def _response(response: httpx.Response) -> Response:
+    """Ours for httpx's response: raw bytes, or decoded when the body has a content coding
+    (one we decode, like our own transport; another one is refused before the body)."""
+    coding = response.headers.get("content-encoding")
+    if coding is None:
+        return _HttpxResponse(response)
+    try:
+        decoder = content_decoder(coding)
+    except Http11Error as exc:
+        await response.aclose()
+        raise TransportError("protocol", f"bad response from the server: {exc}") from None
+    return _HttpxResponse(response) if decoder is None else _DecodedResponse(response, decoder)
 
 
 def _verify(tls: ssl.SSLContext | str | None) -> ssl.SSLContext | bool:
@@ -75,19 +103,49 @@ class _HttpxResponse:
         except StopAsyncIteration:
             return b""
         except httpx.TransportError as exc:
-            raise map_error(exc, started=True) from None
+            error = map_error(exc, started=True)
         except httpx.StreamError as exc:
-            what = f"the response was closed ({type(exc).__name__})"
-            raise TransportError("read", what) from None
+            error = TransportError("read", f"the response was closed ({type(exc).__name__})")
+        # Raised outside the handler: httpx's exception (its request holds the headers, and
+        # so the API key) is not kept as the context of ours.
+        raise error
 
     async def aread(self) -> bytes:
-        try:
-            return await self._response.aread()
-        except httpx.TransportError as exc:
-            raise map_error(exc, started=True) from None
+        pieces: list[bytes] = []
+        while data := await self.read():
+            pieces.append(data)
+        return b"".join(pieces)
 
     async def aclose(self) -> None:
         await self._response.aclose()
+
+
+class _DecodedResponse(_HttpxResponse):
+    """A gzip or deflate body, decoded as our own transport decodes it (the same codings,
+    the same errors): httpx's raw bytes through :mod:`~llamaclient._protocol.http11`'s
+    decoder. Only a body with a ``Content-Encoding`` takes this path."""
+
+    __slots__ = ("_decoder", "_rest")
+
+    def __init__(self, response: httpx.Response, decoder: ContentDecoder) -> None:
+        super().__init__(response)
+        self._decoder = decoder
+        self._rest = b""
+
+    async def read(self) -> bytes:
+        decoder = self._decoder
+        while True:
+            data = self._rest or await super().read()
+            if not data:
+                if not decoder.finished:
+                    raise TransportError("protocol", f"the {decoder.coding} body is truncated")
+                return b""
+            try:
+                out, self._rest = decoder.decode(data, MAX_DECODED)
+            except Http11Error as exc:
+                raise TransportError("protocol", f"bad response from the server: {exc}") from None
+            if out:
+                return out
 
 
 class HttpxTransport:
@@ -128,9 +186,11 @@ class HttpxTransport:
         try:
             response = await client.send(request, stream=True, follow_redirects=False)
         except httpx.TransportError as exc:
-            raise map_error(exc, started=False, reused=reused) from None
-        request.extensions["timeout"] = {**timeouts, "read": read_timeout}
-        return _HttpxResponse(response)
+            error = map_error(exc, started=False, reused=reused)
+        else:
+            request.extensions["timeout"] = {**timeouts, "read": read_timeout}
+            return await _response(response)
+        raise error  # outside the handler: httpx's exception is not kept as its context
 
     def _has_idle(self, url: httpx.URL) -> bool:
         """Whether httpcore holds an idle connection to ``url``'s origin (it will reuse it).

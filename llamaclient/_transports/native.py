@@ -520,9 +520,12 @@ class AsyncioTransport:
         except asyncio.CancelledError:
             self._discard(conn)
             raise
-        if conn.error is not None:
+        if conn.error is not None and parser.state == HEAD:
             self._discard(conn)
             raise conn.error
+        # A failure after the head (the body broke in the read that brought the head) is
+        # the body's: read() hands out the bytes before it, then raises it, so the outcome
+        # does not depend on how the bytes were split into reads.
         if conn.broken and parser.state == HEAD:  # closed by us (aclose of the transport)
             self._discard(conn)
             raise TransportError("read", "the connection was closed")
