@@ -80,7 +80,7 @@ class _Call:
         self.done = False
 
     def state(self) -> _CallState:
-        return (self.id, self.name, len(self.arguments), dict(self.extra), self.done)
+        return (self.id, self.name, len(self.arguments), self.extra, self.done)
 
     def restore(self, state: _CallState) -> None:
         self.id, self.name, pieces, self.extra, self.done = state
@@ -425,8 +425,8 @@ class Assembler:
             call.name = name
         if arguments:
             call.arguments.append(arguments)
-        if extra:
-            call.extra.update(extra)
+        if extra:  # a new dict: a partial already handed out keeps the old one unchanged
+            call.extra = {**call.extra, **extra}
         events.append(ToolCallDelta(index, piece.id, name, arguments))
 
     def _close_call(self, index: int, events: list[ChatEvent], data: str | bytes) -> None:

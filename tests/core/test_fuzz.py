@@ -5,7 +5,9 @@ HTTP/1.1 framing (``ResponseParser``) → SSE decoder → assembler, as ``_strea
 ``Endpoint.read_all`` does, then ``status_error`` / ``Assembler.from_response``). Inputs:
 random bytes, random bodies behind a valid head, random SSE-like token soups, and the
 recordings (``recordings/*.http``) mutated (bytes flipped, inserted, deleted, duplicated,
-deep JSON nesting and over-long lines spliced in), each cut into random reads.
+deep JSON nesting and over-long lines spliced in): whole responses, and bodies framed again
+as valid chunks (so the edits reach the decoder and the assembler), each cut into random
+reads.
 
 What must hold, for every input:
 
@@ -47,7 +49,7 @@ FUZZ = settings(
     database=None if EXAMPLES else settings.default.database,
 )
 RECORDINGS = sorted(Path(__file__).parents[2].glob("recordings/*.http"))
-RESPONSES = [load(path).raw_response for path in RECORDINGS]
+RESPONSES = [load(path) for path in RECORDINGS]
 
 MAX_EVENT = 1024  # small limits, so the fuzzer crosses them
 MAX_BODY = 4096
@@ -111,7 +113,8 @@ class Run:
             return
         if self.decoder is None and self.whole is None:
             self._start()
-        body, parser.body = parser.body, []
+        body = parser.body[:]
+        parser.body.clear()  # in place: the body reader appends to this very list
         for piece in body:
             if self.whole is not None:
                 self._keep(piece)
@@ -268,9 +271,8 @@ def test_sse_token_soup(soup: bytes, cuts: list[int], max_event: int) -> None:
     run(SSE_CLOSE + soup, cuts, "sse-soup", max_event)
 
 
-@st.composite
-def mutated(draw: st.DrawFn) -> bytes:
-    data = bytearray(draw(st.sampled_from(RESPONSES)))
+def _mutate(draw: st.DrawFn, data: bytearray) -> bytes:
+    """1 to 4 random edits of ``data``."""
     for _ in range(draw(st.integers(1, 4))):
         op = draw(st.sampled_from(["flip", "insert", "delete", "dup", "splice", "truncate"]))
         at = draw(st.integers(0, len(data)))
@@ -287,6 +289,33 @@ def mutated(draw: st.DrawFn) -> bytes:
         elif op == "truncate":
             del data[at:]
     return bytes(data)
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> bytes:
+    """A recorded response (head and framing included) with random edits."""
+    return _mutate(draw, bytearray(draw(st.sampled_from(RESPONSES)).raw_response))
+
+
+@st.composite
+def reframed(draw: st.DrawFn) -> bytes:
+    """A recorded body with random edits, framed again as valid chunks behind the
+    recording's status and content type: the edits reach the SSE decoder and assembler."""
+    rec = draw(st.sampled_from(RESPONSES))
+    body = _mutate(draw, bytearray(rec.body))
+    kind = dict((k.lower(), v) for k, v in rec.headers).get("content-type", "text/plain")
+    head = f"HTTP/1.1 {rec.status} {rec.reason}\r\nContent-Type: {kind}\r\n"
+    out = [head.encode("latin-1"), b"Transfer-Encoding: chunked\r\n\r\n"]
+    for piece in _cut(body, draw(cuts)):
+        out.append(b"%x\r\n%s\r\n" % (len(piece), piece))
+    out.append(b"0\r\n\r\n")
+    return b"".join(out)
+
+
+@FUZZ
+@given(data=reframed(), cuts=cuts)
+def test_reframed_mutated_bodies(data: bytes, cuts: list[int]) -> None:
+    run(data, cuts, "reframed-body")
 
 
 @FUZZ
