@@ -13,6 +13,7 @@ import itertools
 import json
 import tracemalloc
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -332,6 +333,8 @@ def test_config_limits_have_safe_defaults() -> None:
 @pytest.mark.parametrize("name", ["max_event_bytes", "max_body_bytes", "max_error_body_bytes"])
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "10"])
 def test_config_limits_must_be_positive_ints(name: str, value: object) -> None:
+    bad: dict[str, Any] = {name: value}
     with pytest.raises(ValueError, match=f"{name} must be a positive int"):
-        Config("http://h:1", **{name: value})  # type: ignore[arg-type]
-    assert getattr(Config("http://h:1", **{name: 1}), name) == 1
+        Config("http://h:1", **bad)
+    good: dict[str, Any] = {name: 1}
+    assert getattr(Config("http://h:1", **good), name) == 1
