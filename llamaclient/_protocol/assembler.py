@@ -183,6 +183,15 @@ class Assembler:
         if chunk.error is not None:
             raise self._fail(_server_error(chunk.error, data))
         choices = chunk.choices or ()
+        if len(choices) == 1:  # the common case, checked inline: one plain delta
+            choice = choices[0]
+            delta = choice.delta
+            if (
+                choice.index == 0
+                and choice.finish_reason is None
+                and (delta is None or not delta.tool_calls)
+            ):
+                return self._apply_chunk(chunk, choices, data)
         try:
             risky = self._check(choices, data)
         except ProtocolError as exc:
