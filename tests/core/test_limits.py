@@ -338,3 +338,26 @@ def test_config_limits_must_be_positive_ints(name: str, value: object) -> None:
         Config("http://h:1", **bad)
     good: dict[str, Any] = {name: 1}
     assert getattr(Config("http://h:1", **good), name) == 1
+
+
+def test_a_big_read_that_ends_with_its_last_event() -> None:
+    assert SSEDecoder(10).feed(b"data: xyz\n\n") == [b"xyz"]  # 11 bytes: the measured path
+
+
+# -- the rest of the pure core's error paths (nox -s coverage) --------------------------------
+def test_a_redirect_is_named_and_loading_is_recognised() -> None:
+    from llamaclient._protocol.status import is_loading
+
+    assert str(status_error(302, b"", "http://elsewhere/")) == (
+        "HTTP 302: redirect to 'http://elsewhere/' not followed"
+    )
+    assert str(status_error(301, b"moved")) == "HTTP 301: redirect not followed; moved"
+    assert is_loading(503, b'{"error":{"message":"Loading model"}}')
+    assert not is_loading(500, b"Loading model")
+
+
+def test_is_done_after_done() -> None:
+    asm = Assembler()
+    assert not asm.is_done
+    asm.push("[DONE]")
+    assert asm.is_done
