@@ -4,7 +4,8 @@
 ``nox -s lint`` ruff · ``nox -s typecheck`` mypy --strict · ``nox -s bench`` the benchmark
 table · ``nox -s record`` re-record ``recordings/`` · ``nox -s demo`` the main job ·
 ``nox -s coverage`` the pure core at 100 % branch coverage · ``nox -s mutation`` mutmut per
-pure-core module (``-- sse body`` for some; see ``devtools/mutation.py``).
+pure-core module (``-- sse body`` for some; see ``devtools/mutation.py``) · ``nox -s fuzz``
+the sans-I/O fuzz suite, long (``-- 100000`` examples per test; default 20000).
 """
 
 from __future__ import annotations
@@ -111,3 +112,22 @@ def soak(session: nox.Session) -> None:
         session.run(
             "python", "-m", "tests.client.soak", "--transport", transport, *session.posargs
         )
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """``tests/core/test_fuzz.py`` with many examples per test (CI runs 150); prints how many
+    ran and what came out (``fuzz: N examples in all``)."""
+    _install(session, "test")
+    examples = session.posargs[0] if session.posargs else "20000"
+    session.run(
+        "pytest",
+        "tests/core/test_fuzz.py",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+        "-q",
+        "--hypothesis-show-statistics",
+        *session.posargs[1:],
+        env={"LLAMACLIENT_FUZZ_EXAMPLES": examples},
+    )

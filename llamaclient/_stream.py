@@ -197,7 +197,7 @@ async def _run(
         response = shared.response
         if response is None or shared.completion is not None:
             return  # stopped while waiting, or a whole (non-streamed) answer
-        decoder = SSEDecoder()
+        decoder = SSEDecoder(policies.config.max_event_bytes)
         read: Callable[[], Awaitable[bytes]] = response.read
         asm = shared.asm
         done = False

@@ -14,7 +14,13 @@ from .._protocol.wire import ANY_DECODER
 from .._transports.base import Response, Transport, TransportError
 from .._transports.choose import choose_transport, current_backend
 from .._types.config import Config
-from .._types.errors import ConnectError, ProtocolError, StalledError, WaitTimeoutError
+from .._types.errors import (
+    RAW_KEPT,
+    ConnectError,
+    ProtocolError,
+    StalledError,
+    WaitTimeoutError,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -102,7 +108,7 @@ class Endpoint:
             with anyio.fail_after(wait):
                 response = await self.send(method, path, body)
                 try:
-                    data = await response.aread()
+                    data = await self._read_bounded(response)
                 finally:
                     await response.aclose()
         except TimeoutError:
@@ -113,16 +119,41 @@ class Endpoint:
 
     async def read_all(self, response: Response) -> bytes:
         """The whole body of a response whose headers are in, then release it; bounded by
-        ``stall_timeout`` (a body that stops half-way never hangs the caller)."""
+        ``stall_timeout`` (a body that stops half-way never hangs the caller) and in size
+        (see :meth:`_read_bounded`)."""
         stall = self.config.stall_timeout
         try:
             with anyio.fail_after(stall):
-                return await response.aread()
+                return await self._read_bounded(response)
         except TimeoutError:
             raise StalledError(f"no bytes for {stall} s while reading a response body") from None
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
+
+    async def _read_bounded(self, response: Response) -> bytes:
+        """The whole body, at most ``max_body_bytes`` for a 2xx answer and
+        ``max_error_body_bytes`` for any other: past that, reading stops (the caller closes
+        the response, and so the connection) with a ``ProtocolError`` naming the limit."""
+        config = self.config
+        status = response.status
+        if status < 300:
+            name, limit = "max_body_bytes", config.max_body_bytes
+        else:
+            name, limit = "max_error_body_bytes", config.max_error_body_bytes
+        pieces: list[bytes] = []
+        size = 0
+        while piece := await response.read():
+            size += len(piece)
+            pieces.append(piece)
+            if size > limit:
+                head = _head(pieces, RAW_KEPT)
+                pieces.clear()  # the error's traceback must not keep the body alive
+                raise ProtocolError(
+                    f"the body of an HTTP {status} answer is longer than {name} ({limit} bytes)",
+                    head,
+                )
+        return b"".join(pieces)
 
     async def get_json(self, path: str) -> Any:
         status, data = await self.call("GET", path)
@@ -130,8 +161,20 @@ class Endpoint:
             raise status_error(status, data)
         try:
             return ANY_DECODER.decode(data)
-        except (msgspec.DecodeError, RecursionError):
-            raise ProtocolError(f"GET {path}: the answer is not JSON", data) from None
+        except (msgspec.DecodeError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else "not JSON"
+            raise ProtocolError(f"GET {path}: the answer is {why}", data) from None
+
+
+def _head(pieces: list[bytes], size: int) -> bytes:
+    """The first ``size`` bytes of ``pieces`` joined, without joining them all."""
+    kept: list[bytes] = []
+    for piece in pieces:
+        kept.append(piece[:size])
+        size -= len(kept[-1])
+        if not size:
+            break
+    return b"".join(kept)
 
 
 def _printable_ascii(text: str) -> bool:

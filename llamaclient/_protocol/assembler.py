@@ -22,14 +22,19 @@ Rules (the tests check each one):
    true after reasoning text, false after answer text or a tool-call piece.
 5. ``finish`` raises ``StreamClosedEarlyError`` without a finish reason, ``ProtocolError`` if no
    payload carried an ``id`` or a tool call never got an ``id`` or ``name``.
-6. ``push`` raises ``ProtocolError`` for text that is not a chunk object, a finish reason other
-   than stop/tool_calls/length, a choice index other than 0, a tool-call index that skips ahead,
-   and data after ``[DONE]``; ``ServerError`` for an in-band ``{"error": ...}`` payload. Errors
-   carry the partial Completion.
+6. ``push`` raises ``ProtocolError`` for text that is not a chunk object (JSON nested too
+   deeply included), a finish reason other than stop/tool_calls/length, a choice index other
+   than 0, a tool-call index that skips ahead, and data after ``[DONE]``; ``ServerError`` for
+   an in-band ``{"error": ...}`` payload. Errors carry the partial Completion.
+7. A payload is applied whole or not at all: one that fails leaves the state as it was, so an
+   error's ``partial`` is exactly what the events returned so far add up to. Index and finish
+   reason are checked before anything is applied; a payload that can still fail half-way
+   (tool-call pieces, or a finish that closes a call) is applied with an undo record.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -44,6 +49,8 @@ from .wire import (
     ENTRY_KEYS_DECODER,
     RESPONSE_DECODER,
     TOOL_CALL_DECODER,
+    WireChoice,
+    WireChunk,
     WireDelta,
     WireError,
     WireMessage,
@@ -57,6 +64,9 @@ _KNOWN_ENTRY_KEYS = frozenset({"index", "id", "type", "function"})
 _DONE = frozenset({"[DONE]", b"[DONE]"})
 
 
+_CallState = tuple[str | None, str | None, int, dict[str, Any], bool]
+
+
 class _Call:
     """A tool call being assembled."""
 
@@ -68,6 +78,13 @@ class _Call:
         self.arguments: list[str] = []
         self.extra: dict[str, Any] = {}
         self.done = False
+
+    def state(self) -> _CallState:
+        return (self.id, self.name, len(self.arguments), self.extra, self.done)
+
+    def restore(self, state: _CallState) -> None:
+        self.id, self.name, pieces, self.extra, self.done = state
+        del self.arguments[pieces:]
 
     def build(self, index: int, raw: str | bytes = "") -> ToolCall:
         if not self.id or not self.name:
@@ -90,6 +107,7 @@ class Assembler:
         "_model",
         "_reasoning",
         "_reasoning_tokens",
+        "_saved",
         "_seen",
         "_timings",
         "_usage",
@@ -109,6 +127,8 @@ class Assembler:
         self._done = False
         self._failed = False
         self._seen = False
+        # While a payload is applied with an undo record: each call it touched, as it was.
+        self._saved: dict[int, _CallState] = {}
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -154,13 +174,35 @@ class Assembler:
             raise ProtocolError("data after [DONE]", data, partial=self.partial())
         try:
             chunk = CHUNK_DECODER.decode(data)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, RecursionError) as exc:
             if data.strip() in _DONE:
                 self._done = True
                 return []
-            raise self._fail(ProtocolError(f"not a chat completion chunk ({exc})", data)) from None
+            error = ProtocolError(f"not a chat completion chunk ({_why(exc)})", data)
+            raise self._fail(error) from None
         if chunk.error is not None:
             raise self._fail(_server_error(chunk.error, data))
+        choices = chunk.choices or ()
+        if len(choices) == 1:  # the common case, checked inline: one plain delta
+            choice = choices[0]
+            delta = choice.delta
+            if (
+                choice.index == 0
+                and choice.finish_reason is None
+                and (delta is None or not delta.tool_calls)
+            ):
+                return self._apply_chunk(chunk, choices, data)
+        try:
+            risky = self._check(choices, data)
+        except ProtocolError as exc:
+            raise self._fail(exc) from None
+        if risky:
+            return self._push_undoable(chunk, choices, data)
+        return self._apply_chunk(chunk, choices, data)
+
+    def _apply_chunk(
+        self, chunk: WireChunk, choices: Sequence[WireChoice], data: str | bytes
+    ) -> list[ChatEvent]:
         self._seen = True
         if chunk.id is not None and self._id is None:
             self._id = chunk.id
@@ -173,29 +215,95 @@ class Assembler:
         events: list[ChatEvent] = []
         if chunk.prompt_progress is not None:
             events.append(chunk.prompt_progress)
-        for choice in chunk.choices or ():
-            self._choice(choice.index, choice.finish_reason, choice.delta, events, data, False)
+        for choice in choices:
+            self._choice(choice.finish_reason, choice.delta, events, data, False)
         return events
+
+    def _push_undoable(
+        self, chunk: WireChunk, choices: Sequence[WireChoice], data: str | bytes
+    ) -> list[ChatEvent]:
+        """Apply a payload that may still fail half-way; on failure, undo what it did."""
+        before = (
+            self._id,
+            self._model,
+            self._timings,
+            self._usage,
+            self._seen,
+            len(self._content),
+            len(self._reasoning),
+            self._in_reasoning,
+            self._reasoning_tokens,
+            self._finish,
+            len(self._calls),
+        )
+        self._saved = {}
+        try:
+            return self._apply_chunk(chunk, choices, data)
+        except ProtocolError as exc:
+            (
+                self._id,
+                self._model,
+                self._timings,
+                self._usage,
+                self._seen,
+                content,
+                reasoning,
+                self._in_reasoning,
+                self._reasoning_tokens,
+                self._finish,
+                calls,
+            ) = before
+            del self._content[content:], self._reasoning[reasoning:], self._calls[calls:]
+            for index, state in self._saved.items():
+                if index < calls:
+                    self._calls[index].restore(state)
+            raise self._fail(exc) from None
+        finally:
+            self._saved = {}
+
+    def _check(self, choices: Sequence[WireChoice], data: str | bytes) -> bool:
+        """What can be checked before a payload is applied; True when applying it may still
+        fail (it carries tool-call pieces, or a finish reason that closes a call)."""
+        risky = False
+        for choice in choices:
+            if choice.index != 0:
+                raise ProtocolError("only n=1 is supported", data)
+            reason = choice.finish_reason
+            if reason is not None:
+                if reason not in _FINISH:
+                    raise ProtocolError(f"unknown finish_reason {reason!r}", data)
+                risky = risky or bool(self._calls)
+            part = choice.delta
+            if part is not None and part.tool_calls:
+                risky = True
+        return risky
 
     @classmethod
     def from_response(cls, body: str | bytes) -> Completion:
-        """Decode a non-streamed ``chat.completion`` body through the same rules."""
+        """Decode a non-streamed ``chat.completion`` body through the same rules. Nothing
+        was shown of it, so its errors carry no partial."""
         self = cls()
-        self._seen = True
         try:
             response = RESPONSE_DECODER.decode(body)
-        except msgspec.DecodeError as exc:
-            raise ProtocolError(f"not a chat completion ({exc})", body) from None
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise ProtocolError(f"not a chat completion ({_why(exc)})", body) from None
         if response.error is not None:
             raise _server_error(response.error, body)
+        choices = response.choices or ()
+        for choice in choices:
+            if choice.index != 0:
+                raise ProtocolError("only n=1 is supported", body)
+            if choice.finish_reason is not None and choice.finish_reason not in _FINISH:
+                raise ProtocolError(f"unknown finish_reason {choice.finish_reason!r}", body)
+        self._seen = True
         self._id = response.id
         self._model = response.model
         self._timings = response.timings
         if response.usage is not None:
             self._usage = _usage(response.usage)
         events: list[ChatEvent] = []
-        for choice in response.choices or ():
-            self._choice(choice.index, choice.finish_reason, choice.message, events, body, True)
+        for choice in choices:
+            self._choice(choice.finish_reason, choice.message, events, body, True)
         return self.finish()
 
     def finish(self, thinking_capped: bool = False) -> Completion:
@@ -241,16 +349,13 @@ class Assembler:
 
     def _choice(
         self,
-        index: int,
         finish_reason: str | None,
         part: WireDelta | WireMessage | None,
         events: list[ChatEvent],
         data: str | bytes,
         positional: bool,
     ) -> None:
-        """One choice: a stream's ``delta`` or a whole response's ``message``."""
-        if index != 0:
-            raise self._fail(ProtocolError("only n=1 is supported", data))
+        """One (checked) choice: a stream's ``delta`` or a whole response's ``message``."""
         if part is not None:
             self._apply(
                 part.reasoning_content,
@@ -261,14 +366,8 @@ class Assembler:
                 positional=positional,
             )
         if finish_reason is not None:
-            self._set_finish(finish_reason, data)
+            self._finish = _FINISH[finish_reason]
             self._close_calls(events, data)
-
-    def _set_finish(self, reason: str, data: str | bytes) -> None:
-        finish = _FINISH.get(reason)
-        if finish is None:
-            raise self._fail(ProtocolError(f"unknown finish_reason {reason!r}", data))
-        self._finish = finish
 
     def _apply(
         self,
@@ -303,22 +402,29 @@ class Assembler:
         try:
             piece = TOOL_CALL_DECODER.decode(raw)
             keys = ENTRY_KEYS_DECODER.decode(raw)
-        except msgspec.DecodeError as exc:
-            raise self._fail(ProtocolError(f"bad tool call entry ({exc})", data)) from None
+            extra = None
+            if len(keys) > len(_KNOWN_ENTRY_KEYS & keys.keys()):  # fields a server added
+                extra = {
+                    key: ANY_DECODER.decode(value)
+                    for key, value in keys.items()
+                    if key not in _KNOWN_ENTRY_KEYS
+                }
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise ProtocolError(f"bad tool call entry ({_why(exc)})", data) from None
         calls = self._calls
         index = piece.index if piece.index is not None else position
         if index is None:  # seed rule: a new id means a new call
             new = not calls or (piece.id is not None and piece.id != calls[-1].id)
             index = len(calls) if new else len(calls) - 1
         if index < 0 or index > len(calls):
-            raise self._fail(
-                ProtocolError(f"tool call index {index} skips ahead of {len(calls)} calls", data)
-            )
+            raise ProtocolError(f"tool call index {index} skips ahead of {len(calls)} calls", data)
         if index == len(calls):
             if calls and not calls[-1].done:
                 self._close_call(len(calls) - 1, events, data)
             calls.append(_Call())
         call = calls[index]
+        if index not in self._saved:
+            self._saved[index] = call.state()
         function = piece.function
         name = function.name if function is not None else None
         arguments = (function.arguments if function is not None else None) or ""
@@ -328,18 +434,15 @@ class Assembler:
             call.name = name
         if arguments:
             call.arguments.append(arguments)
-        if len(keys) > len(_KNOWN_ENTRY_KEYS & keys.keys()):
-            for key, value in keys.items():
-                if key not in _KNOWN_ENTRY_KEYS:
-                    call.extra[key] = ANY_DECODER.decode(value)
+        if extra:  # a new dict: a partial already handed out keeps the old one unchanged
+            call.extra = {**call.extra, **extra}
         events.append(ToolCallDelta(index, piece.id, name, arguments))
 
     def _close_call(self, index: int, events: list[ChatEvent], data: str | bytes) -> None:
         call = self._calls[index]
-        try:
-            built = call.build(index, data)
-        except ProtocolError as exc:
-            raise self._fail(exc) from None
+        built = call.build(index, data)
+        if index not in self._saved:
+            self._saved[index] = call.state()
         call.done = True
         events.append(ToolCallDone(index, built))
 
@@ -356,6 +459,13 @@ def _usage(wire: WireUsage) -> Usage:
         completion_tokens=wire.completion_tokens,
         cached_tokens=details.cached_tokens if details is not None else None,
     )
+
+
+def _why(exc: Exception) -> str:
+    """The decoder's reason; msgspec raises RecursionError for JSON nested too deeply."""
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
+    return f"{exc}"
 
 
 def _server_error(error: WireError | str, data: str | bytes) -> ServerError:

@@ -34,15 +34,26 @@ Fast path for llama-server's ``data: <compact JSON>\\n\\n`` events: a read holdi
 one event is a few ``bytes`` method calls; a read of several is one ``split(b"\\n")`` plus
 C-level checks (``any``/``all``/``map``), with no Python loop per event. The start of an event
 cut by the end of a read is kept raw and joined to the next read. Other fields, comments,
-multi-line events and CR line ends take a per-block or per-line path. Lines may be of any
-length: an incomplete event over 64 KiB is kept line by line, its last line as pieces that
-are joined once, so a huge line costs linear time.
+multi-line events and CR line ends take a per-block or per-line path. An incomplete event
+over 64 KiB is kept line by line, its last line as pieces that are joined once, so a long
+line costs linear time.
+
+Memory is bounded: the decoder never holds more than ``max_event_bytes`` of one event (its
+``data`` values, one byte more each for the joining newline, plus the line being read); an
+event that would need more raises :class:`~llamaclient.ProtocolError` naming the limit, and the
+decoder must not be fed again. So no returned ``data`` is ever longer than the limit, however
+the body is split. The check costs nothing per event on the fast paths: a read is only
+measured once (a read longer than the limit goes the line-by-line way), and an event cut by
+the end of a read once, when it is joined.
 """
 
 from __future__ import annotations
 
 from itertools import repeat
 from operator import itemgetter
+
+from .._types.config import MAX_EVENT_BYTES
+from .._types.errors import RAW_KEPT, ProtocolError
 
 __all__ = ["SSEDecoder"]
 
@@ -69,17 +80,25 @@ class SSEDecoder:
         "_bom",
         "_cr",
         "_data",
+        "_data_size",
         "_edge",
         "_id",
         "_line",
+        "_line_size",
+        "_max",
         "_raw",
+        "_raw_max",
         "_raw_size",
         "_retry",
         "_type",
         "_type_seen",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        if max_event_bytes < 1:
+            raise ValueError(f"max_event_bytes must be positive, not {max_event_bytes}")
+        self._max = max_event_bytes
+        self._raw_max = min(_RAW_LIMIT, max_event_bytes)
         self._edge = True  # a BOM may still come, or the last chunk ended in "\r"
         self._bom: bytes | None = b""  # bytes seen while a BOM is still possible; None: done
         self._cr = False  # the last chunk ended in "\r": drop a "\n" that starts the next
@@ -88,7 +107,9 @@ class SSEDecoder:
         self._raw_size = 0
         # Line-by-line state, used inside an event that was too big to keep raw:
         self._line: list[bytes] = []  # pieces of the incomplete last line
+        self._line_size = 0
         self._data: list[bytes] = []  # data lines of the current event
+        self._data_size = 0  # their length, plus one each for the joining newline
         self._type = b""  # event type buffer of the current event
         self._type_seen = _MESSAGE
         self._id = b""
@@ -120,6 +141,9 @@ class SSEDecoder:
         if not chunk:
             return []
         out: list[bytes] = []
+        if len(chunk) > self._max:  # could hold an event over the limit: measure each
+            self._big(chunk, out)
+            return out
         if self._raw or self._line or self._data or self._type:
             chunk = self._go_on(chunk, out)
             if not chunk:
@@ -142,14 +166,18 @@ class SSEDecoder:
         raw = self._raw
         if not raw:
             return self._finish_event(chunk, out)
-        raw.append(chunk)
         if chunk.find(_LF) < 0:  # the event's current line goes on
+            raw.append(chunk)
             self._raw_size += len(chunk)
-            if self._raw_size > _RAW_LIMIT:
+            if self._raw_size > self._raw_max:
                 self._raw = []
                 self._lines(b"".join(raw), out)
             return b""
         self._raw = []
+        if self._raw_size + len(chunk) > self._max:  # the joined text may be too much
+            self._lines(b"".join(raw), out)
+            return self._finish_event(chunk, out)
+        raw.append(chunk)
         return b"".join(raw)
 
     def _only_data(self, chunk: bytes, out: list[bytes]) -> bool:
@@ -196,9 +224,20 @@ class SSEDecoder:
         if self._line:
             line = b"".join(self._line)
             self._line = []
+            self._line_size = 0
             self._field(line, out)
         self._dispatch(out)
         return out
+
+    def _big(self, chunk: bytes, out: list[bytes]) -> None:
+        """A read longer than ``max_event_bytes``: line by line, every event measured."""
+        if self._raw:
+            raw = self._raw
+            self._raw = []
+            self._lines(b"".join(raw), out)
+        rest = self._finish_event(chunk, out)
+        if rest:
+            self._lines(rest, out)
 
     def _strip_edge(self, chunk: bytes) -> bytes:
         """Drop a leading BOM, or the "\n" of a "\r\n" split across chunks."""
@@ -219,7 +258,7 @@ class SSEDecoder:
 
     def _keep(self, rest: bytes, out: list[bytes]) -> None:
         """Keep the start of the next event: raw if small, else line by line."""
-        if len(rest) > _RAW_LIMIT:
+        if len(rest) > self._raw_max:
             self._lines(rest, out)
         else:
             self._raw.append(rest)
@@ -230,11 +269,12 @@ class SSEDecoder:
         if self._line:
             end = chunk.find(_LF)
             if end < 0:
-                self._line.append(chunk)
+                self._add_piece(chunk)
                 return b""
-            self._line.append(chunk[:end])
+            self._add_piece(chunk[:end])
             line = b"".join(self._line)
             self._line = []
+            self._line_size = 0
             self._field(line, out)
             chunk = chunk[end + 1 :]
             if not (self._data or self._type):
@@ -258,7 +298,24 @@ class SSEDecoder:
         for line in lines:
             self._field(line, out)
         if rest:
-            self._line.append(rest)
+            self._add_piece(rest)
+
+    def _add_piece(self, piece: bytes) -> None:
+        """Keep a piece of the incomplete last line, within the limit."""
+        self._line.append(piece)
+        self._line_size += len(piece)
+        if self._line_size + self._data_size > self._max:
+            self._overflow()
+
+    def _overflow(self) -> None:
+        """The current event is over the limit: drop what is held of it and say so."""
+        sample = b"".join(self._data[:1] or self._line[:1])[:RAW_KEPT]
+        self._raw, self._line, self._data = [], [], []
+        self._line_size = self._data_size = 0
+        self._type = b""
+        raise ProtocolError(
+            f"a server-sent event is longer than max_event_bytes ({self._max} bytes)", sample
+        )
 
     def _field(self, line: bytes, out: list[bytes]) -> None:
         """Interpret one line: a blank line dispatches, others set a field."""
@@ -272,6 +329,9 @@ class SSEDecoder:
             value = value[1:]
         if name == b"data":
             self._data.append(value)
+            self._data_size += len(value) + 1
+            if self._data_size > self._max:
+                self._overflow()
         elif name == b"event":
             self._type = value
         elif name == b"id":
@@ -288,4 +348,5 @@ class SSEDecoder:
                 out.append(b"\n".join(self._data))
             self._type_seen = kind
             self._data = []
+            self._data_size = 0
         self._type = b""

@@ -20,6 +20,7 @@ __all__ = [
     "ERROR_BODY_DECODER",
     "RESPONSE_DECODER",
     "TOOL_CALL_DECODER",
+    "WireChoice",
     "WireChunk",
     "WireDelta",
     "WireError",

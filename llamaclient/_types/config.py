@@ -7,7 +7,12 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["Config"]
+__all__ = ["MAX_BODY_BYTES", "MAX_ERROR_BODY_BYTES", "MAX_EVENT_BYTES", "Config"]
+
+MAX_EVENT_BYTES = 8 * 1024 * 1024  # one SSE event (a data line is one JSON chunk)
+MAX_BODY_BYTES = 8 * 1024 * 1024  # a whole 2xx answer that is not a stream
+MAX_ERROR_BODY_BYTES = 64 * 1024  # a non-2xx answer's body
+_LIMITS = ("max_event_bytes", "max_body_bytes", "max_error_body_bytes")
 
 
 class Config(msgspec.Struct, frozen=True):
@@ -38,6 +43,17 @@ class Config(msgspec.Struct, frozen=True):
       certificate); an :class:`ssl.SSLContext` is used as given (client certificates,
       pinning, or turning verification off at your own risk).
 
+    Memory limits (bytes; whatever the server sends, the client holds no more than these,
+    and crossing one is a ``ProtocolError`` that names it):
+
+    - ``max_event_bytes`` (8 MiB): one server-sent event, i.e. one streamed JSON chunk (or one
+      line of the stream while it has no end yet). llama-server's chunks are a few hundred
+      bytes; a tool call's arguments arrive in many small chunks.
+    - ``max_body_bytes`` (8 MiB): a whole 2xx answer that is not a stream (a non-streamed
+      chat answer, ``/health``, ``/props``, ``/slots``, control calls).
+    - ``max_error_body_bytes`` (64 KiB): the body of a non-2xx answer (it becomes
+      ``HTTPStatusError.body``). Reading stops there and the connection is closed.
+
     The API key is sent only to ``base_url`` and never appears in a repr.
     """
 
@@ -60,6 +76,15 @@ class Config(msgspec.Struct, frozen=True):
     thinking_grace: int = 256
     transport: Literal["auto", "asyncio", "httpx"] = "auto"
     tls: ssl.SSLContext | str | None = None
+    max_event_bytes: int = MAX_EVENT_BYTES
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_error_body_bytes: int = MAX_ERROR_BODY_BYTES
+
+    def __post_init__(self) -> None:
+        for name in _LIMITS:
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be a positive int (bytes), not {value!r}")
 
     def __rich_repr__(self) -> list[tuple[str, object]]:
         return [(name, _shown(self, name)) for name in self.__struct_fields__]

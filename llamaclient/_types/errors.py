@@ -96,7 +96,8 @@ class ThinkingOverrunError(InferError):
 
 
 class HTTPStatusError(InferError):
-    """The server answered with a non-2xx status. ``body`` is the response text.
+    """The server answered with a non-2xx status. ``body`` is the response text (a body
+    longer than ``Config.max_error_body_bytes`` is not read: ``ProtocolError`` instead).
 
     llama-server returns many plain input errors as 500, so a status alone never means
     "retry"; see the client's retry rules.
@@ -127,6 +128,7 @@ class ServerError(InferError):
     """The server reported an error inside a 200 stream (``data: {"error": ...}``).
 
     ``message``, ``code`` and ``type`` are the server's; ``partial`` holds what was generated.
+    The error's text shows the first 500 characters of ``message``.
     """
 
     message: str
@@ -141,24 +143,36 @@ class ServerError(InferError):
         *,
         partial: Completion | None = None,
     ) -> None:
-        super().__init__(f"server error {code}: {message}", partial=partial)
+        super().__init__(f"server error {code}: {_clip(message)}", partial=partial)
         self.message = message
         self.code = code
         self.type = type
 
 
 class ProtocolError(InferError):
-    """Input that is not what the protocol allows. ``raw`` is the offending text."""
+    """Input that is not what the protocol allows. ``raw`` is the offending text: at most
+    its first :data:`RAW_KEPT` characters (64 Ki), so an error never holds a huge input."""
 
     raw: str
 
     def __init__(
         self, message: str, raw: str | bytes = "", *, partial: Completion | None = None
     ) -> None:
-        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        super().__init__(f"{message}: {_clip(text)!r}" if text else message, partial=partial)
+        size = len(raw)
+        kept = raw[:RAW_KEPT]  # cut before decoding: a huge input is never copied whole
+        text = kept.decode("utf-8", "replace") if isinstance(kept, bytes) else kept
+        unit = "bytes" if isinstance(raw, bytes) else "chars"
+        shown = _clip(text, total=size if size > RAW_KEPT else None, unit=unit)
+        super().__init__(f"{message}: {shown!r}" if text else message, partial=partial)
         self.raw = text
 
 
-def _clip(text: str, limit: int = 500) -> str:
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+RAW_KEPT = 64 * 1024  # characters of the offending input a ProtocolError keeps in ``raw``
+
+
+def _clip(text: str, limit: int = 500, *, total: int | None = None, unit: str = "chars") -> str:
+    if total is None:
+        if len(text) <= limit:
+            return text
+        total = len(text)
+    return text[:limit] + f"... ({total} {unit})"

@@ -864,8 +864,13 @@ def test_error_unknown_finish_reason() -> None:
     error = _protocol_error([], payload)
     assert str(error).startswith("unknown finish_reason 'eos': ")
     assert error.raw == payload
-    assert error.partial is not None
-    assert error.partial.content == "a"  # the text of the failing payload is kept
+    assert error.partial is None  # nothing of the failing payload is kept (no events showed it)
+    asm = Assembler()
+    asm.push(dumps(chunk({"content": "b"})))
+    with pytest.raises(ProtocolError) as info:
+        asm.push(payload)
+    assert info.value.partial is not None
+    assert info.value.partial.content == "b"
 
 
 def test_error_bad_tool_call_entry() -> None:
