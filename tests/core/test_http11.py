@@ -262,7 +262,15 @@ def mutated(draw: st.DrawFn) -> tuple[bytes, bool]:
     return bytes(data), head_only
 
 
-FAST = settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+# In a mutation run (tests/support/mutation_plugin.py loads the "mutation" profile) every
+# surviving mutant pays for every example of these tests (each compares every split of each
+# example): there they take fewer, still the same ones for every mutant.
+MUTATION = settings.get_current_profile_name() == "mutation"
+FAST = settings(
+    deadline=None,
+    max_examples=60 if MUTATION else 300,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @FAST
@@ -273,7 +281,7 @@ def test_differential_valid_responses(case: tuple[bytes, bool]) -> None:
     compare(wire, head_only)
 
 
-@settings(deadline=None, max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
+@settings(FAST, max_examples=150 if MUTATION else 1000)
 @given(mutated())
 def test_differential_mutated_responses(case: tuple[bytes, bool]) -> None:
     compare(*case)
