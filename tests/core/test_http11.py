@@ -871,9 +871,7 @@ def test_error_messages_are_bounded() -> None:
         ),
     ],
 )
-def test_error_messages_say_what_was_wrong(
-    wire: bytes, eof: bool, rule: str, message: str
-) -> None:
+def test_error_messages_say_what_was_wrong(wire: bytes, eof: bool, rule: str, message: str) -> None:
     assert str(rejected(wire, rule, eof)) == message
 
 
@@ -942,11 +940,15 @@ def test_chunk_data_that_looks_like_chunks_is_data() -> None:
 )
 def test_chunks_of_the_wrong_size_are_refused_fed_whole_or_split(body: bytes) -> None:
     wire = CHUNKED + body
-    for i in range(len(CHUNKED), len(wire) + 1):
+
+    def feed_split(i: int) -> None:
         p = ResponseParser()
+        p.feed(wire[:i])
+        p.feed(wire[i:])
+
+    for i in range(len(CHUNKED), len(wire) + 1):
         with pytest.raises(Http11Error, match="chunk"):
-            p.feed(wire[:i])
-            p.feed(wire[i:])
+            feed_split(i)
 
 
 def test_chunked_body_pieces_are_the_chunks_and_nothing_empty() -> None:
@@ -1021,7 +1023,8 @@ def test_the_fast_path_size_table_is_every_lower_case_size_line_to_0xfff() -> No
     http11._SIZES.clear()
     p = parse(CHUNKED + b"a\r\n0123456789\r\n")
     assert p.body == [b"0123456789"]
-    assert http11._SIZES == {b"%x" % n: n for n in range(0x1000)}
+    expected = {b"%x" % n: n for n in range(0x1000)}
+    assert expected == http11._SIZES
     ChunkedReader([], [].append)  # filled once
     assert len(http11._SIZES) == 0x1000
 
