@@ -915,6 +915,8 @@ def test_connection_tokens_are_split_on_commas_and_stripped_of_sp_and_htab_only(
     assert keep_alive("1.1", 200, {"connection": "upgrade,\t close \t"}, "length") is False
     assert keep_alive("1.1", 200, {"connection": "close\xa0"}, "length") is True  # like h11
     assert keep_alive("1.1", 200, {"connection": "closed"}, "length") is True
+    assert keep_alive("1.1", 200, {"connection": "upgrade,close"}, "length") is False
+    assert keep_alive("1.1", 200, {"connection": "a close"}, "length") is True  # one token
     p = parse(b"HTTP/1.1 200 OK\r\nConnection: x, close\r\nContent-Length: 1\r\n\r\nx")
     assert (p.state, p.keep_alive) == (DONE, False)
 
@@ -1046,3 +1048,45 @@ def test_a_read_that_starts_with_the_crlf_of_the_last_chunk() -> None:
     p = parse(CHUNKED + b"3\r\nabc")
     with pytest.raises(Http11Error, match="chunk data not followed by CRLF"):
         p.feed(b"\r\n1\r\nxYZ0\r\n\r\n")
+
+
+def test_a_101_with_nothing_after_it_is_not_kept_alive() -> None:
+    p = parse(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: ws\r\n\r\n")
+    assert (p.status, p.state, p.trailing, p.keep_alive) == (101, DONE, b"", False)
+
+
+def test_x_gzip_is_gzip() -> None:
+    decoder = content_decoder("x-gzip")
+    assert decoder is not None
+    assert decoder.coding == "gzip"
+    two = gzip.compress(TEXT[:300]) + gzip.compress(TEXT[300:])
+    assert b"".join(decoded(encoded(b"x-gzip", two)).body) == TEXT
+    with pytest.raises(Http11Error) as info:
+        decoded(encoded(b"x-gzip", b"not gzip at all"))
+    assert str(info.value) == "the gzip body is corrupt"
+
+
+def test_body_framing_refuses_two_transfer_encoding_headers_whatever_they_say() -> None:
+    # (The parser joins repeated headers, so it never passes "chunked" with a count of 2.)
+    with pytest.raises(Http11Error, match="unsupported Transfer-Encoding"):
+        body_framing(200, False, {"transfer-encoding": "chunked"}, 2)
+
+
+def test_a_new_parser_and_one_after_only_an_interim_response_have_nothing_yet() -> None:
+    for p in (ResponseParser(), parse(b"HTTP/1.1 100 Continue\r\nX: 1\r\n\r\n")):
+        assert (p.state, p.status, p.reason, p.version, p.fields, p.headers) == (
+            HEAD,
+            0,
+            "",
+            "",
+            [],
+            {},
+        )
+        assert (p.keep_alive, p.body, p.trailing, p.trailers, p.backlog) == (
+            False,
+            [],
+            b"",
+            [],
+            False,
+        )
+        assert p.head_only is False
