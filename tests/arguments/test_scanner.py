@@ -86,6 +86,7 @@ def test_pure_modules_import_only_the_standard_library(module: Any) -> None:
         elif isinstance(node, ast.ImportFrom):
             imported.add("." * node.level + (node.module or ""))
     allowed = {"__future__", "collections.abc", "json", "re", "typing", ".repair"}
+    imported.discard("mutmut.mutation.trampoline")  # a mutation run's copy imports it
     assert imported <= allowed, imported - allowed
 
 
