@@ -1027,7 +1027,8 @@ def test_the_fast_path_size_table_is_every_lower_case_size_line_to_0xfff() -> No
     assert p.body == [b"0123456789"]
     expected = {b"%x" % n: n for n in range(0x1000)}
     assert expected == http11._SIZES
-    ChunkedReader([], [].append)  # filled once
+    ends: list[bytes] = []
+    ChunkedReader([], ends.append)  # filled once
     assert len(http11._SIZES) == 0x1000
 
 
