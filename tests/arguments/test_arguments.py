@@ -345,6 +345,13 @@ def test_lenient_high_surrogate_then_a_complete_escape_at_the_end() -> None:
     assert (out.value, out.truncated) == ("\ufffd\x00", True)
 
 
+def test_two_low_surrogates_are_two_unpaired_ones() -> None:
+    # (mutation testing: \udc00 is not a high surrogate, so it does not pair with the next)
+    assert lenient('{"content": "\\udc00\\udc00"}').value == "\ufffd\ufffd"
+    error = strict('{"content": "\\udc00\\udc00"}').error
+    assert error == M + "unpaired \\u surrogate" + IN_CONTENT
+
+
 def test_lenient_trailing_partial_escape_is_flushed_literally() -> None:
     assert lenient('{"content": "ends with \\').value == "ends with \\"
     assert lenient('{"content": "ends with \\u12').value == "ends with \\u12"
