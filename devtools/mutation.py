@@ -47,6 +47,9 @@ MODULES: dict[str, Module] = {
     "body": Module(("llamaclient/_protocol/body.py",), ("tests/core/test_body.py",)),
     "assembler": Module(("llamaclient/_protocol/assembler.py",), ("tests/core/test_assembler.py",)),
     "retry": Module(("llamaclient/_protocol/retry.py",), ("tests/core/test_retry.py",)),
+    "http11": Module(("llamaclient/_protocol/http11.py",), ("tests/core/test_http11.py",)),
+    "scanner": Module(("llamaclient/_arguments/scanner.py",), ("tests/arguments",)),
+    "repair": Module(("llamaclient/_arguments/repair.py",), ("tests/arguments",)),
     "types": Module(
         (
             "llamaclient/_types/completion.py",

@@ -298,7 +298,9 @@ class ContentLengthReader:
         self._done(data[left:])
 
     def eof(self) -> None:
-        raise Http11Error("incomplete", f"the connection ended {self._left} bytes before the body")
+        raise Http11Error(
+            "incomplete", f"the connection ended {self._left} bytes before the end of the body"
+        )
 
 
 class Http10Reader:

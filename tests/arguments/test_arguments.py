@@ -333,6 +333,25 @@ def test_lenient_model_closed_string_but_not_object() -> None:
     assert not lenient('{"content": "done"}').truncated
 
 
+def test_lenient_text_after_a_quote_and_brace_is_content_up_to_the_end() -> None:
+    # (mutation testing: one character after '"}' that ends the input is still content)
+    out = lenient('{"content": "say "}x')
+    assert (out.value, out.truncated) == ('say "}x', True)
+
+
+def test_lenient_high_surrogate_then_a_complete_escape_at_the_end() -> None:
+    # The low half is complete (\u0000, not a low surrogate): nothing is held back for it.
+    out = lenient('{"content": "\\ud800\\u0000')
+    assert (out.value, out.truncated) == ("\ufffd\x00", True)
+
+
+def test_two_low_surrogates_are_two_unpaired_ones() -> None:
+    # (mutation testing: \udc00 is not a high surrogate, so it does not pair with the next)
+    assert lenient('{"content": "\\udc00\\udc00"}').value == "\ufffd\ufffd"
+    error = strict('{"content": "\\udc00\\udc00"}').error
+    assert error == M + "unpaired \\u surrogate" + IN_CONTENT
+
+
 def test_lenient_trailing_partial_escape_is_flushed_literally() -> None:
     assert lenient('{"content": "ends with \\').value == "ends with \\"
     assert lenient('{"content": "ends with \\u12').value == "ends with \\u12"

@@ -262,7 +262,15 @@ def mutated(draw: st.DrawFn) -> tuple[bytes, bool]:
     return bytes(data), head_only
 
 
-FAST = settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+# In a mutation run (tests/support/mutation_plugin.py loads the "mutation" profile) every
+# surviving mutant pays for every example of these tests (each compares every split of each
+# example): there they take fewer, still the same ones for every mutant.
+MUTATION = settings.get_current_profile_name() == "mutation"
+FAST = settings(
+    deadline=None,
+    max_examples=60 if MUTATION else 300,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @FAST
@@ -273,7 +281,7 @@ def test_differential_valid_responses(case: tuple[bytes, bool]) -> None:
     compare(wire, head_only)
 
 
-@settings(deadline=None, max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
+@settings(FAST, max_examples=150 if MUTATION else 1000)
 @given(mutated())
 def test_differential_mutated_responses(case: tuple[bytes, bool]) -> None:
     compare(*case)
@@ -622,8 +630,12 @@ def test_readers_directly() -> None:
     assert (out, ends) == ([b"abc", b"x"], [b"d", b""])
     chunked = ChunkedReader(out, ends.append)
     chunked.feed(b"0\r\n\r\n")
-    with pytest.raises(Http11Error, match="after the end"):
+    with pytest.raises(Http11Error) as info:
         chunked.feed(b"1\r\nx\r\n")  # the parser never does this: it takes such bytes itself
+    assert (info.value.rule, str(info.value)) == (
+        "framing",
+        "data after the end of the chunked body",
+    )
 
 
 # -- content codings ----------------------------------------------------------------------------
@@ -770,3 +782,312 @@ def test_bomb_cut_by_the_connection_is_truncated() -> None:
 def test_error_messages_are_bounded() -> None:
     error = rejected(b"HTTP/1.1 200 OK\r\n" + b"x" * 200 + b"\r\n\r\n", "header")
     assert len(str(error)) < 100
+
+
+# -- what each error says (mutation testing: the text, not only the rule) ---------------------
+
+
+@pytest.mark.parametrize(
+    ("wire", "eof", "rule", "message"),
+    [
+        (b"HTTP/1.1 200 OK\nX: a\n\n", False, "bare-lf", "a line of the head ends in a bare LF"),
+        (
+            b"HTTP/1.1 200 OK\r\nX: a\nb: c\r\n\r\n",
+            False,
+            "bare-lf",
+            "a line of the head ends in a bare LF",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n",
+            False,
+            "obs-fold",
+            "obsolete folded header line b' b'",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\n" + b"x" * 40 + b"\r\n\r\n",
+            False,
+            "header",
+            "bad header line b'" + "x" * 40 + "'",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\n" + b"x" * 41 + b"\r\n\r\n",
+            False,
+            "header",
+            "bad header line b'" + "x" * 40 + "'...",
+        ),
+        (b"HTTP/1.1  200\r\n\r\n", False, "status", "bad status line b'HTTP/1.1  200'"),
+        (b"HTTP/2.0 200 OK\r\n\r\n", False, "version", "not an HTTP/1.x response: HTTP/2.0"),
+        (b"HTTP/1.1 099 x\r\n\r\n", False, "status", "bad status code 99"),
+        (b"FTP/1.1", False, "status", "not an HTTP/1.x response: b'FTP/1.1'"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n",
+            False,
+            "framing",
+            "conflicting Content-Length values",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n",
+            False,
+            "framing",
+            "bad Content-Length '-5'",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 50 + b"\r\n\r\n",
+            False,
+            "framing",
+            "bad Content-Length '" + "9" * 40 + "'",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            False,
+            "framing",
+            "unsupported Transfer-Encoding (only chunked is)",
+        ),
+        (CHUNKED + b"0x3\r\n", False, "chunk-size", "bad chunk-size line b'0x3'"),
+        (CHUNKED + b"1" * 17 + b"\r\n", False, "chunk-size", "chunk size of 17 digits"),
+        (CHUNKED + b"1;a\x00\r\n", False, "chunk-ext", "bad chunk extension b'1;a\\x00'"),
+        (CHUNKED + b"3\r\nabcX", False, "chunk-size", "chunk data not followed by CRLF"),
+        (
+            CHUNKED + b"1;" + b"e" * MAX_LINE,
+            False,
+            "too-long",
+            f"chunk-size line longer than {MAX_LINE} bytes",
+        ),
+        (CHUNKED + b"1\n", False, "bare-lf", "bare LF in a chunk-size line"),
+        (
+            CHUNKED + b"0\r\nT: " + b"t" * MAX_HEAD,
+            False,
+            "too-long",
+            f"trailer section longer than {MAX_HEAD} bytes",
+        ),
+        (CHUNKED + b"0\r\nT: 1\n", False, "bare-lf", "bare LF in a trailer section"),
+        (b"", True, "incomplete", "the connection ended before the response head"),
+        (CHUNKED + b"1\r\n", True, "incomplete", "the connection ended inside a chunked body"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\na",
+            True,
+            "incomplete",
+            "the connection ended 2 bytes before the end of the body",
+        ),
+    ],
+)
+def test_error_messages_say_what_was_wrong(wire: bytes, eof: bool, rule: str, message: str) -> None:
+    assert str(rejected(wire, rule, eof)) == message
+
+
+# -- bounds and near misses (mutation testing: each limit at, and one past, its value) -------
+
+
+def test_limits_are_inclusive() -> None:
+    # A head of exactly MAX_HEAD bytes may wait for its end; one more byte is too long.
+    start = b"HTTP/1.1 200 OK\r\nX: "
+    p = parse(start + b"a" * (MAX_HEAD - len(start) - 1))
+    p.feed(b"a")
+    assert (p.state, len(p._head)) == (HEAD, MAX_HEAD)
+    with pytest.raises(Http11Error, match="response head longer than"):
+        p.feed(b"a")
+    # A chunk-size line of exactly MAX_LINE bytes (held across reads) is fine, and so is a
+    # held trailer section of exactly MAX_HEAD bytes.
+    line = b"1;" + b"e" * (MAX_LINE - 2)
+    p = parse(CHUNKED + line)
+    p.feed(b"\r\nx\r\n0\r\n" + b"T: " + b"t" * (MAX_HEAD - 3))
+    assert p.state == BODY
+    p.feed(b"\r\n\r\n")
+    assert (p.state, p.body, p.trailers) == (DONE, [b"x"], [("T", "t" * (MAX_HEAD - 3))])
+    # Bytes after the body are kept up to exactly MAX_HEAD, whatever the reads.
+    p = parse(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx" + b"y" * (MAX_HEAD - 1))
+    p.feed(b"z")
+    p.feed(b"w")
+    assert p.trailing == b"y" * (MAX_HEAD - 1) + b"z"
+
+
+def test_content_length_digits_and_whitespace() -> None:
+    assert body_framing(200, False, {"content-length": "9" * 20}, 0) == ("length", 10**20 - 1)
+    assert body_framing(200, False, {"content-length": " 5\t, 5 "}, 0) == ("length", 5)
+    for bad in ("5\xa0", "\x0b5", "X5", "5X"):  # only SP and HTAB are whitespace
+        with pytest.raises(Http11Error, match="bad Content-Length"):
+            body_framing(200, False, {"content-length": bad}, 0)
+    with pytest.raises(Http11Error, match="bad Content-Length"):  # checked for HEAD too
+        parse(b"HTTP/1.1 200 OK\r\nContent-Length: " + b"1" * 21 + b"\r\n\r\n", True)
+
+
+def test_connection_tokens_are_split_on_commas_and_stripped_of_sp_and_htab_only() -> None:
+    assert keep_alive("1.1", 200, {"connection": "upgrade,\t close \t"}, "length") is False
+    assert keep_alive("1.1", 200, {"connection": "close\xa0"}, "length") is True  # like h11
+    assert keep_alive("1.1", 200, {"connection": "closed"}, "length") is True
+    assert keep_alive("1.1", 200, {"connection": "upgrade,close"}, "length") is False
+    assert keep_alive("1.1", 200, {"connection": "a close"}, "length") is True  # one token
+    p = parse(b"HTTP/1.1 200 OK\r\nConnection: x, close\r\nContent-Length: 1\r\n\r\nx")
+    assert (p.state, p.keep_alive) == (DONE, False)
+
+
+def test_chunk_data_that_looks_like_chunks_is_data() -> None:
+    data = b"1\r\nx\r\n0\r\n\r\n"
+    wire = CHUNKED + b"%x\r\n" % len(data) + data + b"\r\n0\r\n\r\n"
+    for i in range(len(CHUNKED), len(wire) + 1):
+        p = parse(wire[:i])
+        p.feed(wire[i:])
+        assert (p.state, b"".join(p.body), p.trailing) == (DONE, data, b""), i
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"1\r\nx\r\r\n0\r\n\r\n",  # one byte too many before the CRLF
+        b"2\r\nx\r\n0\r\n\r\n",  # one byte too few
+        b"1\r\nxy\r\n0\r\n\r\n",
+        b"1\r\nx\n\r\n0\r\n\r\n",
+        b"1\r\nx\r\n\r\n",  # no last chunk: an empty size line
+    ],
+)
+def test_chunks_of_the_wrong_size_are_refused_fed_whole_or_split(body: bytes) -> None:
+    wire = CHUNKED + body
+
+    def feed_split(i: int) -> None:
+        p = ResponseParser()
+        p.feed(wire[:i])
+        p.feed(wire[i:])
+
+    for i in range(len(CHUNKED), len(wire) + 1):
+        with pytest.raises(Http11Error, match="chunk"):
+            feed_split(i)
+
+
+def test_chunked_body_pieces_are_the_chunks_and_nothing_empty() -> None:
+    p = parse(CHUNKED + b"3\r\nabc\r\n2\r\nde\r\n")
+    assert p.body == [b"abc", b"de"]
+    p.feed(b"4\r\nfg")
+    p.feed(b"hi")  # the chunk's data ends with the read
+    p.feed(b"\r\n0\r\n\r\n")
+    assert (p.state, p.body) == (DONE, [b"abc", b"de", b"fg", b"hi"])
+    big = b"z" * 5000  # more than the sizes the fast path knows
+    p = parse(CHUNKED + b"%x\r\n" % len(big) + big + b"\r\n" + b"1\r\ny\r\n")
+    assert p.body == [big, b"y"]
+
+
+def test_content_coding_names_in_errors_are_bounded() -> None:
+    with pytest.raises(Http11Error) as info:
+        content_decoder("gzip, " + "d" * 60)
+    assert str(info.value) == "more than one content coding: " + repr("gzip, " + "d" * 34)
+    with pytest.raises(Http11Error) as info:
+        content_decoder(" \tX" + "y" * 60)
+    assert str(info.value) == "unsupported content coding " + repr("x" + "y" * 39)
+    for value in ("gzip\xa0", "gzip\x0b"):
+        with pytest.raises(Http11Error, match="unsupported content coding"):
+            content_decoder(value)
+
+
+def test_a_two_byte_deflate_stream() -> None:
+    raw = zlib.compress(b"")[2:-4]  # raw deflate of nothing: two bytes
+    assert len(raw) == 2
+    p = decoded(encoded(b"deflate", raw))
+    assert (p.state, p.body) == (DONE, [])
+    p = decoded(encoded(b"deflate", zlib.compress(b"")))
+    assert (p.state, p.body) == (DONE, [])
+
+
+def test_raw_deflate_that_starts_like_a_zlib_header_byte() -> None:
+    # A stored block with a padding bit set: first byte 0x08, as a zlib CMF byte has; the
+    # checksum over the first two bytes tells it is not one.
+    raw = b"\x08\x01\x00\xfe\xffA\x03\x00"
+    assert zlib.decompress(raw, -zlib.MAX_WBITS) == b"A"
+    for step in (0, 1):
+        p = decoded(encoded(b"deflate", raw), step)
+        assert (p.state, b"".join(p.body)) == (DONE, b"A")
+
+
+@pytest.mark.parametrize("coding", [b"gzip", b"deflate"])
+@pytest.mark.parametrize("framing", ["close", "chunked"])
+def test_an_empty_encoded_body_is_empty(coding: bytes, framing: str) -> None:
+    p = decoded(encoded(coding, b"", framing))
+    assert (p.state, p.body) == (DONE, [])
+
+
+def test_chunk_size_whitespace_is_sp_and_htab_only() -> None:
+    assert chunk_size(b"3 \t ") == 3
+    for bad in (b"3\x0b", b"3\x0c", b"3X", b"3\r"):
+        with pytest.raises(Http11Error) as info:
+            chunk_size(bad)
+        assert str(info.value) == f"bad chunk-size line {bad!r}"
+
+
+@pytest.mark.parametrize("trailers", [b"", b"T: 1\r\n"])
+def test_what_follows_trailers_in_the_same_read_is_trailing(trailers: bytes) -> None:
+    after = b"HTTP/1.1 200 OK\r\n\r\n"  # another response, with its own empty line
+    p = parse(CHUNKED + b"4\r\n\r\n\r\n\r\n0\r\n" + trailers + b"\r\n" + after)
+    assert (p.state, p.body, p.trailing) == (DONE, [b"\r\n\r\n"], after)
+    assert p.trailers == ([("T", "1")] if trailers else [])
+    assert not p.keep_alive
+
+
+def test_the_fast_path_size_table_is_every_lower_case_size_line_to_0xfff() -> None:
+    # The first ChunkedReader fills it; a wrong entry would cut bodies at the wrong place.
+    http11._SIZES.clear()
+    p = parse(CHUNKED + b"a\r\n0123456789\r\n")
+    assert p.body == [b"0123456789"]
+    expected = {b"%x" % n: n for n in range(0x1000)}
+    assert expected == http11._SIZES
+    ends: list[bytes] = []
+    ChunkedReader([], ends.append)  # filled once
+    assert len(http11._SIZES) == 0x1000
+
+
+def test_reads_that_start_with_a_whole_chunk_and_go_on() -> None:
+    # The fast path (a read that starts with one whole chunk) hands what follows on, however
+    # little: one byte of the next size line, or a whole next chunk.
+    for rest in (b"0", b"1", b"1\r", b"1\r\ny\r\n", b"1\r\ny\r\n0\r\n"):
+        p = parse(CHUNKED)
+        p.feed(b"1\r\nx\r\n" + rest)
+        p.feed(b"1\r\ny\r\n0\r\n\r\n"[len(rest) :] if rest != b"0" else b"\r\n\r\n")
+        assert (p.state, b"".join(p.body)) == (DONE, b"x" if rest == b"0" else b"xy"), rest
+
+
+def test_a_read_that_starts_with_the_crlf_of_the_last_chunk() -> None:
+    p = parse(CHUNKED + b"3\r\nabc")
+    p.feed(b"\r\n1\r\nx\r\n0\r\n\r\n")
+    assert (p.state, p.body) == (DONE, [b"abc", b"x"])
+    p = parse(CHUNKED + b"3\r\nabc")
+    with pytest.raises(Http11Error, match="chunk data not followed by CRLF"):
+        p.feed(b"\r\n1\r\nxYZ0\r\n\r\n")
+
+
+def test_a_101_with_nothing_after_it_is_not_kept_alive() -> None:
+    p = parse(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: ws\r\n\r\n")
+    assert (p.status, p.state, p.trailing, p.keep_alive) == (101, DONE, b"", False)
+
+
+def test_x_gzip_is_gzip() -> None:
+    decoder = content_decoder("x-gzip")
+    assert decoder is not None
+    assert decoder.coding == "gzip"
+    two = gzip.compress(TEXT[:300]) + gzip.compress(TEXT[300:])
+    assert b"".join(decoded(encoded(b"x-gzip", two)).body) == TEXT
+    with pytest.raises(Http11Error) as info:
+        decoded(encoded(b"x-gzip", b"not gzip at all"))
+    assert str(info.value) == "the gzip body is corrupt"
+
+
+def test_body_framing_refuses_two_transfer_encoding_headers_whatever_they_say() -> None:
+    # (The parser joins repeated headers, so it never passes "chunked" with a count of 2.)
+    with pytest.raises(Http11Error, match="unsupported Transfer-Encoding"):
+        body_framing(200, False, {"transfer-encoding": "chunked"}, 2)
+
+
+def test_a_new_parser_and_one_after_only_an_interim_response_have_nothing_yet() -> None:
+    for p in (ResponseParser(), parse(b"HTTP/1.1 100 Continue\r\nX: 1\r\n\r\n")):
+        assert (p.state, p.status, p.reason, p.version, p.fields, p.headers) == (
+            HEAD,
+            0,
+            "",
+            "",
+            [],
+            {},
+        )
+        assert (p.keep_alive, p.body, p.trailing, p.trailers, p.backlog) == (
+            False,
+            [],
+            b"",
+            [],
+            False,
+        )
+        assert p.head_only is False
