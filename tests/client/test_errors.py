@@ -377,6 +377,24 @@ async def test_idle_pinned_slot_with_wait_false_runs(
     assert post.json()["id_slot"] == 1
 
 
+async def test_a_server_that_dies_while_loading_fails_fast_not_after_load_timeout(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    """The model was loading (503), then the server stopped answering: after as many failed
+    /health polls in a row as the retry policy allows, ConnectError, not a wait for the whole
+    load_timeout (found on the main job: a llama-server that died while loading)."""
+    server.route("POST", CHAT, [Json(503, LOADING)])
+    server.route("GET", "/health", [Reset()])
+    client = make_client(load_timeout=60.0, max_retries=2)
+    started = time.monotonic()
+    events, error = await drain(client.chat(user()))
+    assert isinstance(error, ConnectError), error
+    assert "stopped answering while the model loaded" in str(error)
+    assert events == [Waiting(slot_busy=False)]
+    assert time.monotonic() - started < 5.0
+    assert [r.path for r in server.requests].count("/health") == 3  # max_retries + 1
+
+
 # -- connection refused ------------------------------------------------------------------------
 async def test_refused_connection_raises_connect_error_after_retries(
     transport: TransportName,
