@@ -39,7 +39,6 @@ __all__ = ["ChatStream"]
 
 _FAIRNESS_EVENTS = 32
 _END_GRACE = 0.1  # seconds to wait for the body's end after [DONE]
-_TOO_DEEP = "an event's JSON is nested too deeply to decode"
 
 
 class _Shared:
@@ -338,8 +337,6 @@ def _decode(
     except InferError as exc:
         if not asm.is_done:  # after [DONE] nothing counts: a later read is never taken either
             failure = exc
-    except RecursionError:  # JSON nested deeper than the interpreter's recursion limit
-        failure = ProtocolError(_TOO_DEEP)
     if shared.live is not None:
         events = shared.live.process(events)
     return events, failure
@@ -359,8 +356,6 @@ async def _decode_budgeted(
     except InferError as exc:
         if not asm.is_done:
             failure = exc
-    except RecursionError:
-        failure = ProtocolError(_TOO_DEEP)
     if shared.live is not None:
         events = shared.live.process(events)
     return events, failure
@@ -416,7 +411,7 @@ async def _end(
         if shared.response is not None:
             with anyio.CancelScope(shield=True):
                 await shared.response.aclose()
-        if shared.resumer is not None and shared.completion is None and shared.offset >= 0:
+        if shared.resumer is not None and shared.completion is None:
             # With X-Conversation-Id, closing the connection no longer stops the generation.
             await shared.resumer.cancel()
     finally:

@@ -81,34 +81,36 @@ class Resumer:
         return self._support.supported is True
 
     def path(self, offset: int) -> str:
-        return f"/v1/stream?conv_id={quote(self.conversation_id)}&from={offset}"
+        return f"{_stream_path(self.conversation_id)}&from={offset}"
+
+    @property
+    def _attempts(self) -> int:
+        """Reconnects allowed per stream: ``max_retries``, at least one."""
+        return max(self._endpoint.config.max_retries, 1)
 
     def can_resume(self, error: TransportError) -> bool:
         """Whether a broken stream should be picked up: the server may support it and the
         attempts (``max_retries``) are not used up."""
         if self._support.supported is False or error.kind == "connect":
             return False
-        return self.attempt < max(self._endpoint.config.max_retries, 1)
+        return self.attempt < self._attempts
 
     async def reconnect(self, offset: int) -> Response:
-        """Back off, then ``GET /v1/stream`` from ``offset``; the streaming response, or
-        ``ResumeError`` (session gone), or ``StreamClosedEarlyError`` (no resume here)."""
+        """``GET /v1/stream`` from ``offset`` (the first reconnect at once, later ones after a
+        backoff); the streaming response, or ``ResumeError`` (session gone), or
+        ``StreamClosedEarlyError`` (no resume here)."""
         config = self._endpoint.config
-        self.attempt += 1
-        if self.attempt > 1:  # the first reconnect goes at once: the session is there
-            await anyio.sleep(
-                backoff_seconds(self.attempt, config.retry_backoff, config.retry_max_backoff)
-            )
         while True:
-            try:
-                return await self._get(offset)
-            except (TransportError, WaitTimeoutError) as exc:
-                if self.attempt >= max(config.max_retries, 1):
-                    raise StreamClosedEarlyError(f"could not reconnect: {exc}") from None
-                self.attempt += 1
+            self.attempt += 1
+            if self.attempt > 1:  # the first reconnect goes at once: the session is there
                 await anyio.sleep(
                     backoff_seconds(self.attempt, config.retry_backoff, config.retry_max_backoff)
                 )
+            try:
+                return await self._get(offset)
+            except (TransportError, WaitTimeoutError) as exc:
+                if self.attempt >= self._attempts:
+                    raise StreamClosedEarlyError(f"could not reconnect: {exc}") from None
 
     async def _get(self, offset: int) -> Response:
         endpoint = self._endpoint
@@ -157,7 +159,7 @@ async def cancel_conversation(endpoint: Endpoint, conversation_id: str) -> int |
     """Ask the server to stop the generation of ``conversation_id``: the HTTP status, or None
     without an answer. Bounded by ``CANCEL_TIMEOUT``, shielded from the caller's
     cancellation, never raises."""
-    path = f"/v1/stream?conv_id={quote(conversation_id)}"
+    path = _stream_path(conversation_id)
     with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_TIMEOUT):
         try:
             status, _ = await endpoint.call("DELETE", path)
@@ -165,3 +167,7 @@ async def cancel_conversation(endpoint: Endpoint, conversation_id: str) -> int |
             return None
         return status
     return None
+
+
+def _stream_path(conversation_id: str) -> str:
+    return f"/v1/stream?conv_id={quote(conversation_id)}"

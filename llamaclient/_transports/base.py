@@ -48,6 +48,8 @@ class TransportError(Exception):
 class Response(Protocol):
     """A response whose status and headers have arrived."""
 
+    __slots__ = ()  # our stacks subclass it for ``aread``; their instances stay slotted
+
     @property
     def status(self) -> int: ...
 
@@ -57,7 +59,13 @@ class Response(Protocol):
         """The next raw piece of the body as it arrives; ``b""`` at its end."""
         ...
 
-    async def aread(self) -> bytes: ...
+    async def aread(self) -> bytes:
+        """The rest of the body (for a stack that subclasses ``Response``: ``read()`` to the
+        end)."""
+        pieces: list[bytes] = []
+        while data := await self.read():
+            pieces.append(data)
+        return b"".join(pieces)
 
     async def aclose(self) -> None:
         """Release the response; closes the connection unless the body was read to its end."""

@@ -39,10 +39,10 @@ def current_backend() -> Literal["asyncio", "other"]:
 def proxied(url: str) -> bool:
     """Whether the environment's proxy settings apply to ``url``."""
     proxies = urllib.request.getproxies_environment()
-    scheme = urlsplit(url).scheme.lower()
-    if not (proxies.get(scheme) or proxies.get("all")):
+    parts = urlsplit(url)
+    if not (proxies.get(parts.scheme.lower()) or proxies.get("all")):
         return False
-    host = urlsplit(url).hostname or ""
+    host = parts.hostname or ""
     # proxy_bypass_environment reads NO_PROXY the way httpx does (typeshed lacks it).
     bypass = getattr(urllib.request, "proxy_bypass_environment", None)
     return not (bypass(host, proxies) if bypass is not None else False)

@@ -77,7 +77,7 @@ def _verify(tls: ssl.SSLContext | str | None) -> ssl.SSLContext | bool:
     return ssl.create_default_context(cafile=tls)
 
 
-class _HttpxResponse:
+class _HttpxResponse(Response):
     __slots__ = ("_chunks", "_response")
 
     def __init__(self, response: httpx.Response) -> None:
@@ -109,12 +109,6 @@ class _HttpxResponse:
         # Raised outside the handler: httpx's exception (its request holds the headers, and
         # so the API key) is not kept as the context of ours.
         raise error
-
-    async def aread(self) -> bytes:
-        pieces: list[bytes] = []
-        while data := await self.read():
-            pieces.append(data)
-        return b"".join(pieces)
 
     async def aclose(self) -> None:
         await self._response.aclose()

@@ -340,7 +340,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.close()
 
 
-class _AsyncioResponse:
+class _AsyncioResponse(Response):
     """A response whose head has arrived; the body is read from its connection."""
 
     __slots__ = ("_body", "_conn", "_owner", "_parser")
@@ -417,13 +417,6 @@ class _AsyncioResponse:
             self._owner._discard(conn)
             raise TransportError("read", "the connection was closed")
         return _WAIT
-
-    async def aread(self) -> bytes:
-        """The rest of the body."""
-        pieces: list[bytes] = []
-        while data := await self.read():
-            pieces.append(data)
-        return b"".join(pieces)
 
     async def aclose(self) -> None:
         """Release the response: the connection goes back to the pool if the whole body
