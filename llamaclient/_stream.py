@@ -378,9 +378,7 @@ def _failed(
         raise
 
 
-def _after_break(
-    exc: TransportError, shared: _Shared, capped: bool, stall: float | None
-) -> None:
+def _after_break(exc: TransportError, shared: _Shared, capped: bool, stall: float | None) -> None:
     """The connection failed while streaming: a quiet end, a whole answer, or an error with
     the partial."""
     asm = shared.asm

@@ -29,42 +29,11 @@ from .._types.errors import (
 from .._types.events import ChatEvent, Resuming, Retrying, Waiting
 from .endpoint import Endpoint
 from .resume import Resumer, ResumeUnsupported
+from .secret import hide_key, redact
 
 __all__ = ["CHAT_PATH", "LoadingWait", "attempts", "hide_key", "redact"]
 
 CHAT_PATH = "/v1/chat/completions"
-_SHOWN_KEY = 12  # a start of the API key this long or longer is hidden too (clipped text)
-
-
-def redact(text: str, key: str | None) -> str:
-    """``text`` without the API key: the whole key, or a start of it cut off by clipping
-    (at least 12 characters, or the whole key when it is shorter), becomes ``***``. Server
-    text can quote the request (a proxy echoing the headers into an error page)."""
-    if not key or key[: min(len(key), _SHOWN_KEY)] not in text:
-        return text
-    for end in range(len(key), min(len(key), _SHOWN_KEY) - 1, -1):
-        text = text.replace(key[:end], "***")
-    return text
-
-
-def hide_key(error: BaseException, key: str | None) -> None:
-    """Take the API key out of ``error``: its message and text fields (``body``, ``message``,
-    ``raw``), and those of every exception in its cause/context chain. Failure path only."""
-    if not key:
-        return
-    seen: set[int] = set()
-    stack: list[BaseException] = [error]
-    while stack:
-        exc = stack.pop()
-        if id(exc) in seen:
-            continue
-        seen.add(id(exc))
-        exc.args = tuple(redact(a, key) if isinstance(a, str) else a for a in exc.args)
-        for name in ("body", "message", "raw"):
-            value = getattr(exc, name, None)
-            if isinstance(value, str):
-                setattr(exc, name, redact(value, key))
-        stack += [e for e in (exc.__cause__, exc.__context__) if e is not None]
 
 
 class LoadingWait:
@@ -82,9 +51,7 @@ class LoadingWait:
         since = self.since = self.since if self.since is not None else anyio.current_time()
         while True:
             if anyio.current_time() - since > config.load_timeout:
-                raise LoadTimeoutError(
-                    f"the model was still loading after {config.load_timeout} s"
-                )
+                raise LoadTimeoutError(f"the model was still loading after {config.load_timeout} s")
             await anyio.sleep(self._delay)
             self._delay = min(self._delay * 2, 2.0)
             try:

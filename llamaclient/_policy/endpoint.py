@@ -21,6 +21,7 @@ from .._types.errors import (
     StalledError,
     WaitTimeoutError,
 )
+from .secret import hide_key
 
 if TYPE_CHECKING:
     import httpx
@@ -158,7 +159,9 @@ class Endpoint:
     async def get_json(self, path: str) -> Any:
         status, data = await self.call("GET", path)
         if status >= 400:
-            raise status_error(status, data)
+            error = status_error(status, data)
+            hide_key(error, self.config.api_key)  # a proxy's error page may quote the headers
+            raise error
         try:
             return ANY_DECODER.decode(data)
         except (msgspec.DecodeError, RecursionError) as exc:
