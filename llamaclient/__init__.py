@@ -21,6 +21,7 @@ from ._types.errors import (
     StalledError,
     StreamClosedEarlyError,
     ThinkingOverrunError,
+    UnsupportedInputError,
     WaitTimeoutError,
 )
 from ._types.events import (
@@ -39,14 +40,20 @@ from ._types.events import (
 )
 from ._types.messages import (
     AssistantMessage,
+    AudioPart,
     ChatMessage,
+    ContentPart,
+    ImagePart,
     SystemMessage,
+    TextPart,
     ToolCall,
     ToolMessage,
     ToolSchema,
     UserMessage,
 )
+from ._types.openai import from_openai, to_openai
 from ._types.request import ChatRequest
+from ._types.server import GenerationSettings, Modalities, Props, Slot, TemplateCaps
 
 __version__ = "0.1.0"
 
@@ -55,6 +62,7 @@ __all__ = [
     "ArgumentStream",
     "Assembler",
     "AssistantMessage",
+    "AudioPart",
     "BusyError",
     "ChatEvent",
     "ChatMessage",
@@ -65,14 +73,19 @@ __all__ = [
     "Config",
     "ConnectError",
     "Content",
+    "ContentPart",
     "ContextOverflowError",
     "FieldHandle",
     "FieldText",
     "FinishReason",
+    "GenerationSettings",
     "HTTPStatusError",
+    "ImagePart",
     "InferError",
     "LoadTimeoutError",
+    "Modalities",
     "Progress",
+    "Props",
     "ProtocolError",
     "Queued",
     "Reasoning",
@@ -81,9 +94,12 @@ __all__ = [
     "Resuming",
     "Retrying",
     "ServerError",
+    "Slot",
     "StalledError",
     "StreamClosedEarlyError",
     "SystemMessage",
+    "TemplateCaps",
+    "TextPart",
     "ThinkingCapped",
     "ThinkingOverrunError",
     "Timings",
@@ -94,10 +110,13 @@ __all__ = [
     "ToolSchema",
     "Transport",
     "TransportError",
+    "UnsupportedInputError",
     "Usage",
     "UserMessage",
     "WaitTimeoutError",
     "Waiting",
     "__version__",
     "build_body",
+    "from_openai",
+    "to_openai",
 ]

@@ -14,11 +14,13 @@ from ._policy.chat import ChatPolicies
 from ._policy.endpoint import Endpoint
 from ._policy.resume import cancel_conversation
 from ._protocol.body import build_body
+from ._protocol.info import props_from, slots_from
 from ._stream import ChatStream
 from ._transports.base import Transport
 from ._types.completion import Completion
 from ._types.config import Config
 from ._types.request import ChatRequest
+from ._types.server import Props, Slot
 
 if TYPE_CHECKING:
     import httpx
@@ -120,12 +122,14 @@ class Client:
         result: dict[str, Any] = await self._endpoint.get_json("/health")
         return result
 
-    async def props(self) -> dict[str, Any]:
-        """``GET /props``: slots, context size, chat template and its capabilities."""
-        result: dict[str, Any] = await self._endpoint.get_json("/props")
-        return result
+    async def props(self) -> Props:
+        """``GET /props``: the slot context size, the slot count, the model, the chat template
+        and its capabilities, the input modalities. ``.raw`` holds the whole answer."""
+        props = props_from(await self._endpoint.get_json("/props"))
+        self._policies.media.remember(props)
+        return props
 
-    async def slots(self) -> list[dict[str, Any]]:
-        """``GET /slots``: one object per slot (``id``, ``is_processing``, ...)."""
-        result: list[dict[str, Any]] = await self._endpoint.get_json("/slots")
-        return result
+    async def slots(self) -> list[Slot]:
+        """``GET /slots``: one :class:`Slot` per slot (``id``, ``is_processing``, ``n_ctx``,
+        ...); each keeps its whole entry in ``.raw``."""
+        return slots_from(await self._endpoint.get_json("/slots"))

@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator
 from .._transports.base import Response
 from .._types.config import Config
 from .._types.events import ChatEvent
+from .._types.messages import media_kinds
 from .._types.request import ChatRequest
 from .attempts import attempts
 from .budget import ThinkingBudget
 from .endpoint import Endpoint
+from .media import MediaCheck
 from .resume import Resumer, ResumeSupport, new_conversation_id
 from .slots import SlotGate, Ticket
 
@@ -21,13 +23,14 @@ __all__ = ["ChatPolicies"]
 class ChatPolicies:
     """The policies of one client, shared by its streams."""
 
-    __slots__ = ("config", "endpoint", "resume_support", "slots")
+    __slots__ = ("config", "endpoint", "media", "resume_support", "slots")
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self.config: Config = endpoint.config
         self.slots = SlotGate(endpoint)
         self.resume_support = ResumeSupport()
+        self.media = MediaCheck(endpoint)
 
     def resumer(self, conversation_id: str | None = None) -> Resumer | None:
         """A new stream's resume bookkeeping (a fresh id unless given); None when resume is
@@ -50,6 +53,7 @@ class ChatPolicies:
     ) -> AsyncIterator[list[ChatEvent] | Response]:
         """Yield waiting events, then the streaming Response (status < 300). The caller holds
         ``ticket`` (its place in the slot's line) until the stream ends."""
+        await self.media.check(media_kinds(request.messages))
         if request.slot is not None and ticket is not None:
             async for event in self.slots.enter(request.slot, ticket, wait=request.wait):
                 yield [event]

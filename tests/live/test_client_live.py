@@ -366,7 +366,7 @@ async def test_overrun_events_hold_all_the_partial_reasoning(base_url: str) -> N
 async def wait_idle(client: Client, slot: int, within: float = 2.0) -> float:
     """Seconds until ``GET /slots`` shows ``slot`` idle; fails after ``within``."""
     started = time.monotonic()
-    while (await client.slots())[slot]["is_processing"]:
+    while (await client.slots())[slot].is_processing:
         elapsed = time.monotonic() - started
         assert elapsed < within, f"slot {slot} still processing after {elapsed:.2f} s"
         await anyio.sleep(0.02)
