@@ -117,7 +117,7 @@ class UserMessage(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="ro
 
     def __post_init__(self) -> None:
         content = self.content
-        if not isinstance(content, (str, tuple)) and isinstance(content, Sequence):
+        if not isinstance(content, (str, bytes, tuple)) and isinstance(content, Sequence):
             msgspec.structs.force_setattr(self, "content", tuple(content))
 
 
