@@ -187,6 +187,7 @@ async def _run(
     policies: ChatPolicies, request: ChatRequest, body: bytes | None, shared: _Shared
 ) -> AsyncGenerator[list[ChatEvent], None]:
     """The loop: wait for a response, then read → SSE framing → assembler → events."""
+    await policies.check_inputs(request)  # before anything is held or sent
     slot = request.slot
     ticket = policies.slots.join(slot) if slot is not None else None
     budget = policies.budget(request)

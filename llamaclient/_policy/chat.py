@@ -44,6 +44,11 @@ class ChatPolicies:
     def budget(self, request: ChatRequest) -> ThinkingBudget | None:
         return ThinkingBudget.for_request(self.endpoint, request.thinking_budget)
 
+    async def check_inputs(self, request: ChatRequest) -> None:
+        """``UnsupportedInputError`` when the request holds images or audio the server
+        cannot take (its ``/props``, asked once per client); nothing is sent then."""
+        await self.media.check(media_kinds(request.messages))
+
     async def open(
         self,
         request: ChatRequest,
@@ -53,7 +58,6 @@ class ChatPolicies:
     ) -> AsyncIterator[list[ChatEvent] | Response]:
         """Yield waiting events, then the streaming Response (status < 300). The caller holds
         ``ticket`` (its place in the slot's line) until the stream ends."""
-        await self.media.check(media_kinds(request.messages))
         if request.slot is not None and ticket is not None:
             async for event in self.slots.enter(request.slot, ticket, wait=request.wait):
                 yield [event]
