@@ -110,8 +110,9 @@ async def test_concurrent_first_requests_all_get_the_same_answer(
     async with anyio.create_task_group() as group:
         for _ in range(4):
             group.start_soon(one)
+    assert len(errors) == 4
     assert all(isinstance(e, UnsupportedInputError) for e in errors)
-    assert CHAT not in paths(server)
+    assert paths(server) == ["/props"]  # one question for all four
 
 
 async def test_text_only_chats_never_ask(server: FaultServer, make_client: ClientFactory) -> None:
@@ -155,6 +156,8 @@ async def test_when_props_cannot_say_the_servers_refusal_is_mapped(
     assert error.message == f"image input is not supported - hint: {HINT}"
     assert json.loads(error.body) == refusal("image")
     assert paths(server) == ["/props", CHAT]
+    await drain(client.chat(image()))
+    assert paths(server) == ["/props", CHAT, CHAT]  # /props is not asked again
 
 
 async def test_a_refusal_is_final_never_retried(
