@@ -156,22 +156,28 @@ def _user_content(content: object, position: int) -> str | tuple[ContentPart, ..
 
 
 def _part_in(part: object, position: int) -> ContentPart:
-    kind = part.get("type") if isinstance(part, Mapping) else None
-    if kind == "text" and isinstance(part, Mapping) and isinstance(part.get("text"), str):
-        return TextPart(part["text"])
-    if kind == "image_url" and isinstance(part, Mapping):
-        url = _nested_str(part, "image_url", "url")
-        if url is not None:
-            return _image_in(url)
-    if kind == "input_audio" and isinstance(part, Mapping):
-        data = _nested_str(part, "input_audio", "data")
-        fmt = _nested_str(part, "input_audio", "format")
-        if data is not None and fmt is not None:
-            return AudioPart(_b64decode(data, position), fmt)
+    found = _known_part(part, position) if isinstance(part, Mapping) else None
+    if found is not None:
+        return found
     raise ValueError(
         f"messages[{position}]: content part {part!r:.80} is not a text, image_url or "
         "input_audio part"
     )
+
+
+def _known_part(part: Mapping[str, Any], position: int) -> ContentPart | None:
+    kind = part.get("type")
+    if kind == "text" and isinstance(part.get("text"), str):
+        return TextPart(part["text"])
+    if kind == "image_url":
+        url = _nested_str(part, "image_url", "url")
+        return None if url is None else _image_in(url)
+    if kind == "input_audio":
+        data = _nested_str(part, "input_audio", "data")
+        fmt = _nested_str(part, "input_audio", "format")
+        if data is not None and fmt is not None:
+            return AudioPart(_b64decode(data, position), fmt)
+    return None
 
 
 def _image_in(url: str) -> ImagePart:
@@ -199,9 +205,7 @@ def _text(content: object, position: int) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, (list, tuple)):
-        texts = [
-            p.get("text") for p in content if isinstance(p, Mapping) and p.get("type") == "text"
-        ]
+        texts = [p.get("text") for p in content if _is_text_part(p)]
         if len(texts) == len(content) and all(isinstance(t, str) for t in texts):
             return "".join(str(t) for t in texts)
     raise ValueError(f"messages[{position}].content must be a str or a list of text parts")

@@ -144,6 +144,25 @@ def test_messages_as_an_openai_sdk_user_writes_them() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "data:image/png;base64,not base64!",
+        "data:image/png,plain",
+        "data:text/plain;base64,aGk=",
+        "https://example.com/a.png",
+    ],
+)
+def test_an_image_url_that_is_not_a_base64_image_stays_a_url(url: str) -> None:
+    part = {"type": "image_url", "image_url": {"url": url}}
+    assert from_openai([{"role": "user", "content": [part]}]) == [UserMessage([ImagePart(url=url)])]
+
+
+def test_to_openai_refuses_what_is_not_a_message() -> None:
+    with pytest.raises(TypeError, match="not a chat message: str"):
+        to_openai(["hi"])  # type: ignore[list-item]
+
+
 def test_a_data_url_that_does_not_re_encode_exactly_stays_a_url() -> None:
     odd = "data:image/png;base64,iVBORw0KGgp="  # padding bits set: not canonical base64
     got = from_openai(
@@ -173,6 +192,13 @@ def test_a_data_url_that_does_not_re_encode_exactly_stays_a_url() -> None:
             "input_audio data is not base64",
         ),
         ([{"role": "system", "content": [{"type": "image_url"}]}], "a list of text parts"),
+        ([{"role": "system", "content": None}], "a list of text parts"),
+        ([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}], "not a text"),
+        ([{"role": "user", "content": [{"type": "text"}]}], "not a text"),
+        (
+            [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": ""}}]}],
+            "not a text",
+        ),
         ([{"role": "tool", "content": "x"}], "needs a str tool_call_id"),
         ([{"role": "assistant", "tool_calls": {"a": 1}}], "tool_calls must be a list"),
         ([{"role": "assistant", "tool_calls": [{"id": "a"}]}], "needs a 'function' object"),
