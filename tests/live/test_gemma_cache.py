@@ -19,6 +19,7 @@ job does (``devtools.demo.gemma_path``); the server is built portable by ``scrip
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,7 +65,8 @@ class Turn:
 
     def __init__(self, completion: Completion, first_progress_cache: int | None) -> None:
         timings, usage = completion.timings, completion.usage
-        assert timings is not None and usage.prompt_tokens is not None, completion
+        assert timings is not None, completion
+        assert usage.prompt_tokens is not None, completion
         self.prompt = usage.prompt_tokens
         self.cache_n = timings.cache_n
         self.predicted = timings.predicted_n
@@ -105,7 +107,7 @@ async def test_gemma_reuses_all_but_5_tokens_within_the_window_then_everything(
 ) -> None:
     turns = await converse(gemma.base_url, QUESTIONS, max_tokens=24)
     within = beyond = 0
-    for prev, turn in zip(turns, turns[1:], strict=False):
+    for prev, turn in itertools.pairwise(turns):
         assert turn.progress_cache == turn.cache_n, turns  # the first Progress says it early
         assert turn.cache_n >= prev.prompt - SWA_LOSS, turns  # the bound, on every turn
         prefix = prev.prompt + prev.predicted - 1  # what a full-attention cache would reuse
@@ -130,5 +132,5 @@ async def test_gemma_with_swa_full_reuses_the_whole_previous_prompt(
         turns = await converse(server.base_url, QUESTIONS[:3], max_tokens=24)
     finally:
         server.stop()
-    for prev, turn in zip(turns, turns[1:], strict=False):
+    for prev, turn in itertools.pairwise(turns):
         assert turn.cache_n >= prev.prompt, turns
