@@ -148,3 +148,34 @@ def test_every_page_is_in_the_nav() -> None:
     nav = (ROOT / "mkdocs.yml").read_text()
     pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
     assert {p for p in pages if p not in nav} == set()
+
+
+@pytest.mark.asyncio
+async def test_the_fake_answers_as_the_examples_expect() -> None:
+    """The docs' fake: a tool call while tools are offered and unanswered, JSON for a schema,
+    the answer otherwise, and the previous prompt reported as cached."""
+    from llamaclient import (
+        ChatMessage,
+        ChatRequest,
+        Client,
+        Config,
+        ToolMessage,
+        ToolSchema,
+        UserMessage,
+    )
+
+    tool = ToolSchema("f", "", {"type": "object", "properties": {"n": {"type": "integer"}}})
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    async with FaultServer() as srv:
+        DocFake().install(srv)
+        async with Client(Config(base_url=srv.url)) as client:
+            first = await client.complete(ChatRequest([UserMessage("x")], tools=[tool], slot=0))
+            assert [(c.name, c.arguments) for c in first.tool_calls] == [("f", '{"n": 1}')]
+            history: list[ChatMessage] = [UserMessage("x"), first.message()]
+            history.append(ToolMessage("call_0001", "2"))
+            second = await client.complete(ChatRequest(history, tools=[tool], slot=0))
+            assert second.content == "The answer is 42."
+            assert second.timings is not None
+            assert first.usage.prompt_tokens == second.timings.cache_n
+            typed = await client.complete(ChatRequest([UserMessage("y")], json_schema=schema))
+            assert typed.content == '{"name": "Paris"}'

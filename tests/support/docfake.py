@@ -6,8 +6,12 @@ one fake serves every example without a script per page:
 - the request has ``tools`` and its last message is not a tool result: the model calls the
   first tool (or the one ``tool_choice`` names), with arguments made from the tool's JSON
   Schema (``"Paris"`` for a string, ``1`` for a number, ...), streamed in small fragments;
-- otherwise it answers ``"The answer is 42."`` (after a line of reasoning when the request
-  asked for thinking), honouring ``max_tokens`` as a token count of one piece per token.
+- a request with a JSON schema (``json_schema``, or ``response_format`` of type
+  ``json_schema``/``json_object``) is answered with JSON made from that schema the same way;
+- otherwise it answers ``"The answer is 42."``;
+
+after a line of reasoning when the request asked for thinking, and honouring ``max_tokens``
+as a token count of one piece per token.
 
 Streams are shaped like llama-server's (``chat_chunk``), with ``prompt_progress``, per-token
 ``timings`` and the usage chunk. The prompt cache is modelled the way a pinned slot behaves
@@ -58,6 +62,23 @@ def _sample(schema: Mapping[str, Any]) -> Any:
     return _SAMPLE.get(str(kind), "Paris")
 
 
+def _schema(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JSON schema the answer must follow, if the request set one."""
+    if isinstance(body.get("json_schema"), Mapping):
+        schema: Mapping[str, Any] = body["json_schema"]
+        return schema
+    fmt = body.get("response_format")
+    if not isinstance(fmt, Mapping) or fmt.get("type") not in ("json_schema", "json_object"):
+        return None
+    inner = fmt.get("json_schema")
+    found = inner.get("schema") if isinstance(inner, Mapping) else fmt.get("schema")
+    return found if isinstance(found, Mapping) else {"type": "object"}
+
+
+def _pieces(text: str, size: int = 6) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
 def _tool(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
     tools = body.get("tools") or []
     messages = body.get("messages") or []
@@ -103,7 +124,9 @@ class DocFake:
             deltas += self._call(tool)
             finish = "tool_calls"
         else:
-            deltas += [{"content": c} for c in ANSWER]
+            schema = _schema(body)
+            answer = ANSWER if schema is None else _pieces(json.dumps(_sample(schema)))
+            deltas += [{"content": c} for c in answer]
             finish = "stop"
         limit = body.get("max_tokens")
         if isinstance(limit, int) and limit < len(deltas):
@@ -113,7 +136,7 @@ class DocFake:
     def _call(self, tool: Mapping[str, Any]) -> list[dict[str, Any]]:
         self.calls += 1
         args = json.dumps(_sample(tool.get("parameters") or {"type": "object"}))
-        pieces = [args[i : i + 6] for i in range(0, len(args), 6)] or [""]
+        pieces = _pieces(args)
         first = {
             "index": 0,
             "id": f"call_{self.calls:04d}",
