@@ -21,6 +21,15 @@ from pathlib import Path
 import pytest
 
 import llamaclient
+from llamaclient import (
+    ChatMessage,
+    ChatRequest,
+    Client,
+    Config,
+    ToolMessage,
+    ToolSchema,
+    UserMessage,
+)
 from tests.support.docblocks import BASE_URL, Block, blocks, fragment_module
 from tests.support.docfake import DocFake
 from tests.support.faultserver import FaultServer
@@ -154,16 +163,6 @@ def test_every_page_is_in_the_nav() -> None:
 async def test_the_fake_answers_as_the_examples_expect() -> None:
     """The docs' fake: a tool call while tools are offered and unanswered, JSON for a schema,
     the answer otherwise, and the previous prompt reported as cached."""
-    from llamaclient import (
-        ChatMessage,
-        ChatRequest,
-        Client,
-        Config,
-        ToolMessage,
-        ToolSchema,
-        UserMessage,
-    )
-
     tool = ToolSchema("f", "", {"type": "object", "properties": {"n": {"type": "integer"}}})
     schema = {"type": "object", "properties": {"name": {"type": "string"}}}
     async with FaultServer() as srv:
