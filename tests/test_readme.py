@@ -1,4 +1,6 @@
-"""The README's example runs as written (only the server address changes)."""
+"""The README's first screen: two commands, then the first example, which runs as written
+(only the server address changes) with the output it promises. Every other python block of
+the README (and of docs/) is run or type-checked by ``tests/test_docs.py``."""
 
 from __future__ import annotations
 
@@ -11,15 +13,28 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.docblocks import blocks
 from tests.support.faultserver import FaultServer, Json, chat_chunks, stream
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
 
 
 def example() -> str:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert blocks, "README has no python example"
-    return str(blocks[0])
+    found = blocks(README)
+    assert found, "README has no python example"
+    assert found[0].kind == "run"
+    return found[0].code
+
+
+def test_first_screen_is_two_commands_then_the_example() -> None:
+    text = README.read_text()
+    head = text[: text.index("```python")]
+    commands = head[head.index("```sh") :]
+    assert commands.count("bash scripts/") == 2, commands
+    assert "bash scripts/demo.sh" in commands
+    assert "bash scripts/test.sh" in commands
+    assert "max_tokens=" in example()  # without it a base model writes for minutes
 
 
 @pytest.mark.asyncio
@@ -39,6 +54,7 @@ async def test_readme_example_runs(tmp_path: Path) -> None:
             str(script),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's llamaclient
         )
         out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()
