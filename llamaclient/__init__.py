@@ -15,6 +15,10 @@ from ._types.errors import (
     HTTPStatusError,
     InferError,
     LoadTimeoutError,
+    ModelLimitError,
+    ModelLoadError,
+    ModelNotFoundError,
+    ModelNotLoadedError,
     ProtocolError,
     ResumeError,
     ServerError,
@@ -27,11 +31,13 @@ from ._types.events import (
     ArgumentDelta,
     ChatEvent,
     Content,
+    ModelLoading,
     Progress,
     Queued,
     Reasoning,
     Resuming,
     Retrying,
+    Routed,
     ThinkingCapped,
     ToolCallDelta,
     ToolCallDone,
@@ -46,6 +52,7 @@ from ._types.messages import (
     ToolSchema,
     UserMessage,
 )
+from ._types.models import ModelInfo
 from ._types.request import ChatRequest
 
 __version__ = "0.1.0"
@@ -72,6 +79,12 @@ __all__ = [
     "HTTPStatusError",
     "InferError",
     "LoadTimeoutError",
+    "ModelInfo",
+    "ModelLimitError",
+    "ModelLoadError",
+    "ModelLoading",
+    "ModelNotFoundError",
+    "ModelNotLoadedError",
     "Progress",
     "ProtocolError",
     "Queued",
@@ -80,6 +93,7 @@ __all__ = [
     "ResumeError",
     "Resuming",
     "Retrying",
+    "Routed",
     "ServerError",
     "StalledError",
     "StreamClosedEarlyError",

@@ -9,9 +9,10 @@ from .._transports.base import Response
 from .._types.config import Config
 from .._types.events import ChatEvent
 from .._types.request import ChatRequest
-from .attempts import attempts
+from .attempts import CHAT_PATH, attempts
 from .budget import ThinkingBudget
 from .endpoint import Endpoint
+from .models import ModelGate
 from .resume import Resumer, ResumeSupport, new_conversation_id
 from .slots import SlotGate, Ticket
 
@@ -21,13 +22,14 @@ __all__ = ["ChatPolicies"]
 class ChatPolicies:
     """The policies of one client, shared by its streams."""
 
-    __slots__ = ("config", "endpoint", "resume_support", "slots")
+    __slots__ = ("config", "endpoint", "models", "resume_support", "slots")
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self.config: Config = endpoint.config
         self.slots = SlotGate(endpoint)
         self.resume_support = ResumeSupport()
+        self.models = ModelGate(endpoint)
 
     def resumer(self, conversation_id: str | None = None) -> Resumer | None:
         """A new stream's resume bookkeeping (a fresh id unless given); None when resume is
@@ -49,14 +51,18 @@ class ChatPolicies:
         resumer: Resumer | None,
     ) -> AsyncIterator[list[ChatEvent] | Response]:
         """Yield waiting events, then the streaming Response (status < 300). The caller holds
-        ``ticket`` (its place in the slot's line) until the stream ends."""
+        ``ticket`` (its place in the slot's line) until the stream ends. A router's model
+        is made ready first (``ModelLoading``)."""
+        async for loading in self.models.ready(self.config.model, request.autoload):
+            yield [loading]
         if request.slot is not None and ticket is not None:
             async for event in self.slots.enter(request.slot, ticket, wait=request.wait):
                 yield [event]
         headers = None
         if resumer is not None:
             headers = {**self.endpoint.chat_headers, "X-Conversation-Id": resumer.conversation_id}
-        async for item in attempts(self.endpoint, body, headers, resumer):
+        path = CHAT_PATH if request.autoload else f"{CHAT_PATH}?autoload=false"
+        async for item in attempts(self.endpoint, body, headers, resumer, path):
             yield item
 
     async def read_all(self, response: Response) -> bytes:

@@ -11,8 +11,12 @@
     ├── StreamClosedEarlyError    the body ended before a finish reason arrived
     │   └── ResumeError           the cut stream could not be picked up (session gone)
     ├── ThinkingOverrunError      reasoning went on past the thinking budget plus its grace
+    ├── ModelLoadError            a router could not load the model (``model``, ``exit_code``)
     ├── HTTPStatusError           a non-2xx answer (``status``, ``body``)
-    │   └── ContextOverflowError  the prompt does not fit the slot (``n_prompt_tokens``, ``n_ctx``)
+    │   ├── ContextOverflowError  the prompt does not fit the slot (``n_prompt_tokens``, ``n_ctx``)
+    │   ├── ModelNotFoundError    a router has no model by that name
+    │   ├── ModelNotLoadedError   a router's model is not running (``autoload=False``, unload)
+    │   └── ModelLimitError       a router is at ``models_max`` and can unload none of them
     ├── ServerError               an in-band ``{"error": ...}`` event inside a 200 stream
     └── ProtocolError             bytes that are not what llama-server sends (``raw``)
 
@@ -34,6 +38,10 @@ __all__ = [
     "HTTPStatusError",
     "InferError",
     "LoadTimeoutError",
+    "ModelLimitError",
+    "ModelLoadError",
+    "ModelNotFoundError",
+    "ModelNotLoadedError",
     "ProtocolError",
     "ResumeError",
     "ServerError",
@@ -122,6 +130,34 @@ class ContextOverflowError(HTTPStatusError):
         super().__init__(status, body)
         self.n_prompt_tokens = n_prompt_tokens
         self.n_ctx = n_ctx
+
+
+class ModelNotFoundError(HTTPStatusError):
+    """A router has no model by that name (``404`` on load, ``400 model '<x>' not found``)."""
+
+
+class ModelNotLoadedError(HTTPStatusError):
+    """A router's model is not running: a chat with ``autoload=False`` (``400 model is not
+    loaded``), or ``unload_model`` of a model that was not running."""
+
+
+class ModelLimitError(HTTPStatusError):
+    """A router is at ``--models-max`` and could not unload a model to make room (``500
+    model limit reached``): try again later."""
+
+
+class ModelLoadError(InferError):
+    """A router could not load ``model``: its child process exited with ``exit_code`` (None
+    when the router only said that it failed)."""
+
+    model: str
+    exit_code: int | None
+
+    def __init__(self, model: str, exit_code: int | None = None) -> None:
+        code = "" if exit_code is None else f" (exit code {exit_code})"
+        super().__init__(f"the router could not load model {model!r}{code}")
+        self.model = model
+        self.exit_code = exit_code
 
 
 class ServerError(InferError):
