@@ -2,6 +2,7 @@
 
 from ._arguments.stream import ArgumentStream, FieldHandle, FieldText
 from ._client import Client
+from ._pool import Pool, PoolStream
 from ._protocol.assembler import Assembler
 from ._protocol.body import build_body
 from ._stream import ChatStream
@@ -85,6 +86,8 @@ __all__ = [
     "ModelLoading",
     "ModelNotFoundError",
     "ModelNotLoadedError",
+    "Pool",
+    "PoolStream",
     "Progress",
     "ProtocolError",
     "Queued",

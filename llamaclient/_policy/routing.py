@@ -1,0 +1,198 @@
+"""The pool's routing: which server and slot a request goes to, and which servers are up.
+
+Pure bookkeeping, no I/O: the pool feeds it what ``/slots`` said and what its own requests
+are doing, and asks it for a route. The expensive thing to lose is a session's prompt cache,
+so a session stays on its server and slot; it moves only when that server is down, or when
+its slot is busy with another session while a slot is free elsewhere (never queue behind a
+busy slot while another server has a free one). A new session goes to the server with the
+most free slots.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import NamedTuple
+
+from .._types.events import RoutedReason
+
+__all__ = ["MAX_SESSIONS", "Balancer", "Route", "ServerState"]
+
+MAX_SESSIONS = 1 << 16  # sessions remembered; the least recently used is forgotten first
+_BACKOFF_START = 0.5  # seconds a server that failed stays out, doubled on each new failure
+_BACKOFF_CAP = 30.0
+
+
+class Route(NamedTuple):
+    """Where a request goes: server ``server`` (an index), pinned to ``slot``."""
+
+    server: int
+    slot: int | None
+    reason: RoutedReason
+
+
+class ServerState:
+    """What the pool knows about one server: its slots, which are busy, whether it is up."""
+
+    __slots__ = ("busy", "down_until", "failures", "inflight", "sessions", "slots")
+
+    def __init__(self) -> None:
+        self.slots = 0  # 0: not known yet
+        self.busy: frozenset[int] = frozenset()  # processing, as the last /slots look said
+        self.inflight: dict[int | None, int] = {}  # slot (None: unpinned) -> our requests
+        self.sessions: dict[int, int] = {}  # slot -> sessions pinned to it
+        self.down_until: float | None = None
+        self.failures = 0
+
+    def up(self, now: float) -> bool:
+        return self.down_until is None or now >= self.down_until
+
+    def probing(self, now: float) -> bool:
+        """Out after a failure, and its backoff is over: look at it before using it again."""
+        return self.down_until is not None and now >= self.down_until
+
+    def failed(self, now: float) -> None:
+        self.failures += 1
+        delay = min(_BACKOFF_START * 2 ** (self.failures - 1), _BACKOFF_CAP)
+        self.down_until = now + delay
+
+    def recovered(self) -> None:
+        self.down_until = None
+        self.failures = 0
+
+    def slot_free(self, slot: int) -> bool:
+        return not self.inflight.get(slot) and slot not in self.busy
+
+    def free_slots(self) -> list[int]:
+        """Free slots; unpinned requests of ours take the free ones first."""
+        free = [s for s in range(self.slots) if self.slot_free(s)]
+        return free[self.inflight.get(None, 0) :]
+
+    def load(self) -> int:
+        """Our requests in flight here (the queue we would join)."""
+        return sum(self.inflight.values())
+
+
+class _Session:
+    __slots__ = ("inflight", "server", "slot")
+
+    def __init__(self, server: int, slot: int | None) -> None:
+        self.server = server
+        self.slot = slot
+        self.inflight = 0
+
+
+class Balancer:
+    """Sessions, servers, and the choice of a route (``route``), then ``start``/``finish``
+    around each request so the in-flight counts stay exact."""
+
+    def __init__(self, n_servers: int, max_sessions: int = MAX_SESSIONS) -> None:
+        self.servers = [ServerState() for _ in range(n_servers)]
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._max = max_sessions
+
+    def session_server(self, session: str | None) -> int | None:
+        """The server ``session`` is on, if known."""
+        known = self._sessions.get(session) if session is not None else None
+        return None if known is None else known.server
+
+    def needs_look(self, session: str | None, slot: int | None, now: float) -> bool:
+        """Whether to look at the servers' ``/slots`` before routing: a new session, a
+        server back from its backoff, or the session's slot not known to be free."""
+        if any(server.probing(now) for server in self.servers):
+            return True
+        known = self._sessions.get(session) if session is not None else None
+        if known is None:
+            return True
+        pinned = known.slot if slot is None else slot
+        server = self.servers[known.server]
+        return not server.up(now) or (pinned is not None and not server.slot_free(pinned))
+
+    def route(self, session: str | None, slot: int | None, now: float) -> Route | None:
+        """The route of a request (``slot``: the request's own, which wins), or None when no
+        server is up. Call :meth:`start` with it before any await."""
+        known = self._sessions.get(session) if session is not None else None
+        if known is not None:
+            self._sessions.move_to_end(session)  # type: ignore[arg-type]
+            return self._sticky(known, slot, now)
+        return self._fresh(slot, now, "new session")
+
+    def _sticky(self, known: _Session, slot: int | None, now: float) -> Route | None:
+        server = self.servers[known.server]
+        pinned = known.slot if slot is None else slot
+        if not server.up(now):
+            return self._fresh(slot, now, "failover")
+        if known.inflight or pinned is None or slot is not None or server.slot_free(pinned):
+            return Route(known.server, pinned, "sticky")
+        moved = self._fresh(None, now, "slot busy", free_only=True)
+        return moved or Route(known.server, pinned, "sticky")
+
+    def _fresh(
+        self, slot: int | None, now: float, reason: RoutedReason, *, free_only: bool = False
+    ) -> Route | None:
+        """The server with the most free slots (then the fewest requests of ours), and its
+        free slot with the fewest sessions; with ``free_only``, None if no slot is free."""
+        best: tuple[int, int, int] | None = None
+        for index, server in enumerate(self.servers):
+            if not server.up(now):
+                continue
+            key = (len(server.free_slots()), -server.load(), -index)
+            if best is None or key > best:
+                best = key
+        if best is None or (free_only and best[0] == 0):
+            return None
+        index = -best[2]
+        if slot is None:
+            slot = self._pick_slot(self.servers[index])
+        return Route(index, slot, reason)
+
+    @staticmethod
+    def _pick_slot(server: ServerState) -> int | None:
+        if not server.slots:
+            return None  # slots not known: let the server choose
+        free = server.free_slots() or list(range(server.slots))
+        return min(free, key=lambda s: (server.inflight.get(s, 0), server.sessions.get(s, 0), s))
+
+    def start(self, session: str | None, route: Route) -> None:
+        """A request goes out on ``route``: count it, and (re)pin its session there."""
+        server = self.servers[route.server]
+        server.inflight[route.slot] = server.inflight.get(route.slot, 0) + 1
+        if session is None:
+            return
+        known = self._sessions.get(session)
+        if known is None or (known.server, known.slot) != (route.server, route.slot):
+            if known is not None:
+                self._unpin(known)
+            inflight = known.inflight if known is not None else 0
+            known = self._sessions[session] = _Session(route.server, route.slot)
+            known.inflight = inflight
+            if route.slot is not None:
+                server.sessions[route.slot] = server.sessions.get(route.slot, 0) + 1
+            self._forget_oldest()
+        known.inflight += 1
+
+    def finish(self, session: str | None, route: Route) -> None:
+        """The request on ``route`` ended."""
+        server = self.servers[route.server]
+        count = server.inflight.get(route.slot, 0) - 1
+        if count > 0:
+            server.inflight[route.slot] = count
+        else:
+            server.inflight.pop(route.slot, None)
+        known = self._sessions.get(session) if session is not None else None
+        if known is not None and known.inflight:
+            known.inflight -= 1
+
+    def _unpin(self, known: _Session) -> None:
+        if known.slot is None:
+            return
+        sessions = self.servers[known.server].sessions
+        left = sessions.get(known.slot, 0) - 1
+        if left > 0:
+            sessions[known.slot] = left
+        else:
+            sessions.pop(known.slot, None)
+
+    def _forget_oldest(self) -> None:
+        while len(self._sessions) > self._max:
+            _, oldest = self._sessions.popitem(last=False)
+            self._unpin(oldest)
