@@ -9,7 +9,7 @@ allows, ``ConnectError``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import NamedTuple
 
 import anyio
@@ -121,7 +121,7 @@ async def attempts(
     headers: Mapping[str, str] | None = None,
     resumer: Resumer | None = None,
     path: str = CHAT_PATH,
-) -> AsyncIterator[list[ChatEvent] | Response]:
+) -> AsyncGenerator[list[ChatEvent] | Response, None]:
     """Yield waiting events, then the streaming Response (status < 300)."""
     config = endpoint.config
     attempt = 0

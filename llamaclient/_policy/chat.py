@@ -3,7 +3,8 @@ the attempts that get a streaming response, and the thinking budget."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 
 from .._transports.base import Response
 from .._types.config import Config
@@ -49,21 +50,25 @@ class ChatPolicies:
         body: bytes,
         ticket: Ticket | None,
         resumer: Resumer | None,
-    ) -> AsyncIterator[list[ChatEvent] | Response]:
+    ) -> AsyncGenerator[list[ChatEvent] | Response, None]:
         """Yield waiting events, then the streaming Response (status < 300). The caller holds
         ``ticket`` (its place in the slot's line) until the stream ends. A router's model
         is made ready first (``ModelLoading``)."""
-        async for loading in self.models.ready(self.config.model, request.autoload):
-            yield [loading]
+        async with aclosing(self.models.ready(self.config.model, request.autoload)) as ready:
+            async for loading in ready:
+                yield [loading]
         if request.slot is not None and ticket is not None:
-            async for event in self.slots.enter(request.slot, ticket, wait=request.wait):
-                yield [event]
+            entering = self.slots.enter(request.slot, ticket, wait=request.wait)
+            async with aclosing(entering):
+                async for event in entering:
+                    yield [event]
         headers = None
         if resumer is not None:
             headers = {**self.endpoint.chat_headers, "X-Conversation-Id": resumer.conversation_id}
         path = CHAT_PATH if request.autoload else f"{CHAT_PATH}?autoload=false"
-        async for item in attempts(self.endpoint, body, headers, resumer, path):
-            yield item
+        async with aclosing(attempts(self.endpoint, body, headers, resumer, path)) as tries:
+            async for item in tries:
+                yield item
 
     async def read_all(self, response: Response) -> bytes:
         return await self.endpoint.read_all(response)

@@ -11,7 +11,8 @@ the same answer (a plain llama-server lists its one model without a status).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 
 import anyio
 import msgspec
@@ -68,8 +69,9 @@ class ModelGate:
         ``load_timeout``)."""
         started = await self._post("/models/load", name, running_ok=True)
         if wait:
-            async for _ in self._watch(name):
-                pass
+            async with aclosing(self._watch(name)) as watch:
+                async for _ in watch:
+                    pass
         return started
 
     async def unload(self, name: str, *, wait: bool) -> bool:
@@ -99,7 +101,7 @@ class ModelGate:
             return False
         raise error
 
-    async def ready(self, name: str, autoload: bool) -> AsyncIterator[ModelLoading]:
+    async def ready(self, name: str, autoload: bool) -> AsyncGenerator[ModelLoading, None]:
         """Before a chat for ``name``: nothing on a plain server or a ready model; else load
         it (unless ``autoload`` is False: the router then answers for itself) and yield
         ``ModelLoading`` as its status changes, until it is ready."""
@@ -115,10 +117,13 @@ class ModelGate:
         yield ModelLoading(name, info.status)
         if info.status not in ("loading", "downloading"):
             await self._post("/models/load", name, running_ok=True)
-        async for event in self._watch(name, last=info.status):
-            yield event
+        async with aclosing(self._watch(name, last=info.status)) as watch:
+            async for event in watch:
+                yield event
 
-    async def _watch(self, name: str, last: str | None = None) -> AsyncIterator[ModelLoading]:
+    async def _watch(
+        self, name: str, last: str | None = None
+    ) -> AsyncGenerator[ModelLoading, None]:
         """Look every ``POLL`` s until ``name`` is ready; yield each new status. A model back
         at ``unloaded`` after the load started has failed."""
         limit = self._endpoint.config.load_timeout

@@ -129,18 +129,20 @@ class Balancer:
     def _fresh(
         self, slot: int | None, now: float, reason: RoutedReason, *, free_only: bool = False
     ) -> Route | None:
-        """The server with the most free slots (then the fewest requests of ours), and its
-        free slot with the fewest sessions; with ``free_only``, None if no slot is free."""
-        best: tuple[int, int, int] | None = None
+        """The server with the most free slots (then the fewest requests of ours, then the
+        fewest sessions), and its free slot with the fewest sessions; with ``free_only``,
+        None if no slot is free."""
+        best: tuple[int, int, int, int] | None = None
         for index, server in enumerate(self.servers):
             if not server.up(now):
                 continue
-            key = (len(server.free_slots()), -server.load(), -index)
+            pinned = sum(server.sessions.values())
+            key = (len(server.free_slots()), -server.load(), -pinned, -index)
             if best is None or key > best:
                 best = key
         if best is None or (free_only and best[0] == 0):
             return None
-        index = -best[2]
+        index = -best[3]
         if slot is None:
             slot = self._pick_slot(self.servers[index])
         return Route(index, slot, reason)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from llamaclient import (
+    ChatEvent,
     ChatRequest,
     Client,
     Config,
@@ -65,7 +66,8 @@ async def test_models_are_typed_with_status_and_failure() -> None:
         ModelInfo("alpha", ("alpha-alias",), "sleeping"),
         ModelInfo("broken", ("broken-alias",), "unloaded", True, 1),
     ]
-    assert models[0].ready and not models[1].ready
+    assert models[0].ready
+    assert not models[1].ready
 
 
 async def test_load_waits_until_loaded_and_unload_until_unloaded() -> None:
@@ -125,13 +127,18 @@ async def test_a_loaded_model_costs_one_look_and_no_event() -> None:
 async def test_a_failed_load_names_the_model_and_the_exit_code() -> None:
     fake = FakeRouter("broken", broken=("broken",))
     async with client(fake, "broken") as c:
-        seen = []
-        with pytest.raises(ModelLoadError) as caught:
+        seen: list[ChatEvent] = []
+
+        async def run() -> None:
             async for event in c.chat(HI):
                 seen.append(event)
+
+        with pytest.raises(ModelLoadError) as caught:
+            await run()
     assert caught.value.model == "broken"
     assert caught.value.exit_code == 1
-    assert "broken" in str(caught.value) and "exit code 1" in str(caught.value)
+    assert "broken" in str(caught.value)
+    assert "exit code 1" in str(caught.value)
     assert seen[-2:] == [ModelLoading("broken", "loading"), ModelLoading("broken", "unloaded")]
     assert not fake.chats  # never sent
 
@@ -157,7 +164,8 @@ async def test_an_unknown_model_in_a_chat_is_model_not_found() -> None:
     async with client(fake, "zzz") as c:
         with pytest.raises(ModelNotFoundError) as caught:
             await c.complete(HI)
-    assert isinstance(caught.value, HTTPStatusError) and caught.value.status == 400
+    assert isinstance(caught.value, HTTPStatusError)
+    assert caught.value.status == 400
 
 
 async def test_the_routers_own_failed_load_answer_is_a_model_load_error() -> None:

@@ -87,6 +87,8 @@ class FakeServer:
         self.busy: set[int] = set()  # slots another client keeps busy
         self.hold: anyio.Event | None = None  # chats wait on this before their first byte
         self.running: dict[int, int] = {}  # slot -> chats of ours streaming on it
+        self.refuse_chats = False  # chats are refused, other requests answered
+        self.cut_chats = False  # chats break after their first piece
 
     @property
     def chats(self) -> list[Sent]:
@@ -102,7 +104,7 @@ class FakeServer:
         read_timeout: float | None = None,
     ) -> FakeResponse:
         await anyio.lowlevel.checkpoint()
-        if self.down:
+        if self.down or (self.refuse_chats and "/chat/" in url):
             raise TransportError("connect", "connection refused")
         sent = Sent(method, url, body)
         self.sent.append(sent)
@@ -135,12 +137,18 @@ class FakeServer:
         server = self
 
         class _Chat(FakeResponse):
+            async def read(self) -> bytes:
+                if server.cut_chats and len(self._pieces) < len(pieces):
+                    raise TransportError("read", "connection reset")
+                return await super().read()
+
             async def aclose(self) -> None:
                 if not self.closed:
                     server.running[slot] -= 1
                 self.closed = True
 
-        return _Chat(200, chat_chunks("ok"), "text/event-stream", self.hold)
+        pieces = chat_chunks("ok")
+        return _Chat(200, pieces, "text/event-stream", self.hold)
 
     async def aclose(self) -> None:
         pass
