@@ -1,11 +1,19 @@
 """The pool's routing: which server and slot a request goes to, and which servers are up.
 
 Pure bookkeeping, no I/O: the pool feeds it what ``/slots`` said and what its own requests
-are doing, and asks it for a route. The expensive thing to lose is a session's prompt cache,
-so a session stays on its server and slot; it moves only when that server is down, or when
-its slot is busy with another session while a slot is free elsewhere (never queue behind a
-busy slot while another server has a free one). A new session goes to the server with the
-most free slots.
+are doing, and asks it for a route. The expensive thing to lose is a session's prompt cache:
+
+- A session stays on its server. It moves only when that server is down (``failover``), or
+  when its own slot is busy with someone else's request while another server has a free slot
+  (``slot busy``). A new session goes to the server with the most free slots.
+- While a server has no more sessions than slots, each session has a slot of its own, pinned
+  (``id_slot``): its prompt stays in that slot's KV cache. Once it has more sessions than
+  slots, its requests are not pinned: llama-server then picks the idle slot holding the
+  longest common prefix, or saves the least recently used slot's prompt to its host-RAM
+  prompt cache and loads the request's own from there. A pinned request never gets that
+  (``server-context.cpp``: the RAM cache is only used when the server picks the slot), so
+  pinning more sessions than slots loses caches: measured with 16 sessions on 3 servers x 2
+  slots, 92 % reuse pinned against 100 % unpinned (docs/router-and-pool.md).
 """
 
 from __future__ import annotations
@@ -33,13 +41,14 @@ class Route(NamedTuple):
 class ServerState:
     """What the pool knows about one server: its slots, which are busy, whether it is up."""
 
-    __slots__ = ("busy", "down_until", "failures", "inflight", "sessions", "slots")
+    __slots__ = ("busy", "down_until", "failures", "inflight", "owners", "sessions", "slots")
 
     def __init__(self) -> None:
         self.slots = 0  # 0: not known yet
         self.busy: frozenset[int] = frozenset()  # processing, as the last /slots look said
         self.inflight: dict[int | None, int] = {}  # slot (None: unpinned) -> our requests
-        self.sessions: dict[int, int] = {}  # slot -> sessions pinned to it
+        self.owners: set[int] = set()  # slots that a session has to itself
+        self.sessions = 0  # sessions on this server
         self.down_until: float | None = None
         self.failures = 0
 
@@ -59,6 +68,11 @@ class ServerState:
         self.down_until = None
         self.failures = 0
 
+    @property
+    def pins(self) -> bool:
+        """Sessions here have slots of their own (no more sessions than slots)."""
+        return 0 < self.sessions <= self.slots
+
     def slot_free(self, slot: int) -> bool:
         return not self.inflight.get(slot) and slot not in self.busy
 
@@ -77,7 +91,7 @@ class _Session:
 
     def __init__(self, server: int, slot: int | None) -> None:
         self.server = server
-        self.slot = slot
+        self.slot = slot  # its own slot on that server, if it got one
         self.inflight = 0
 
 
@@ -95,15 +109,22 @@ class Balancer:
         known = self._sessions.get(session) if session is not None else None
         return None if known is None else known.server
 
+    def _pinned(self, known: _Session, slot: int | None) -> int | None:
+        """The slot a request of ``known`` is pinned to: its own (``slot``) if given, else
+        the session's own slot while its server pins."""
+        if slot is not None:
+            return slot
+        return known.slot if self.servers[known.server].pins else None
+
     def needs_look(self, session: str | None, slot: int | None, now: float) -> bool:
         """Whether to look at the servers' ``/slots`` before routing: a new session, a
-        server back from its backoff, or the session's slot not known to be free."""
+        server back from its backoff, or the session's pinned slot not known to be free."""
         if any(server.probing(now) for server in self.servers):
             return True
         known = self._sessions.get(session) if session is not None else None
         if known is None:
             return True
-        pinned = known.slot if slot is None else slot
+        pinned = self._pinned(known, slot)
         server = self.servers[known.server]
         return not server.up(now) or (pinned is not None and not server.slot_free(pinned))
 
@@ -118,57 +139,67 @@ class Balancer:
 
     def _sticky(self, known: _Session, slot: int | None, now: float) -> Route | None:
         server = self.servers[known.server]
-        pinned = known.slot if slot is None else slot
         if not server.up(now):
             return self._fresh(slot, now, "failover")
+        pinned = self._pinned(known, slot)
         if known.inflight or pinned is None or slot is not None or server.slot_free(pinned):
             return Route(known.server, pinned, "sticky")
-        moved = self._fresh(None, now, "slot busy", free_only=True)
+        moved = self._fresh(None, now, "slot busy", free_only=True, exclude=known.server)
         return moved or Route(known.server, pinned, "sticky")
 
     def _fresh(
-        self, slot: int | None, now: float, reason: RoutedReason, *, free_only: bool = False
+        self,
+        slot: int | None,
+        now: float,
+        reason: RoutedReason,
+        *,
+        free_only: bool = False,
+        exclude: int | None = None,
     ) -> Route | None:
         """The server with the most free slots (then the fewest requests of ours, then the
-        fewest sessions), and its free slot with the fewest sessions; with ``free_only``,
+        fewest sessions), and a slot of its own there if one is left; with ``free_only``,
         None if no slot is free."""
         best: tuple[int, int, int, int] | None = None
         for index, server in enumerate(self.servers):
-            if not server.up(now):
+            if index == exclude or not server.up(now):
                 continue
-            pinned = sum(server.sessions.values())
-            key = (len(server.free_slots()), -server.load(), -pinned, -index)
+            key = (len(server.free_slots()), -server.load(), -server.sessions, -index)
             if best is None or key > best:
                 best = key
         if best is None or (free_only and best[0] == 0):
             return None
         index = -best[3]
         if slot is None:
-            slot = self._pick_slot(self.servers[index])
+            slot = self._own_slot(self.servers[index])
         return Route(index, slot, reason)
 
     @staticmethod
-    def _pick_slot(server: ServerState) -> int | None:
-        if not server.slots:
-            return None  # slots not known: let the server choose
-        free = server.free_slots() or list(range(server.slots))
-        return min(free, key=lambda s: (server.inflight.get(s, 0), server.sessions.get(s, 0), s))
+    def _own_slot(server: ServerState) -> int | None:
+        """A free slot no session has (else any such slot), or None: the server picks."""
+        if server.sessions >= server.slots:
+            return None  # slots not known, or every slot has its session
+        unowned = [s for s in range(server.slots) if s not in server.owners]
+        free = [s for s in unowned if server.slot_free(s)]
+        return (free or unowned)[0]
 
     def start(self, session: str | None, route: Route) -> None:
-        """A request goes out on ``route``: count it, and (re)pin its session there."""
+        """A request goes out on ``route``: count it, and (re)place its session there."""
         server = self.servers[route.server]
         server.inflight[route.slot] = server.inflight.get(route.slot, 0) + 1
         if session is None:
             return
         known = self._sessions.get(session)
-        if known is None or (known.server, known.slot) != (route.server, route.slot):
+        if known is None or known.server != route.server:
+            inflight = 0
             if known is not None:
-                self._unpin(known)
-            inflight = known.inflight if known is not None else 0
-            known = self._sessions[session] = _Session(route.server, route.slot)
+                inflight = known.inflight
+                self._leave(known)
+            own = route.slot if route.slot not in server.owners else None
+            known = self._sessions[session] = _Session(route.server, own)
             known.inflight = inflight
-            if route.slot is not None:
-                server.sessions[route.slot] = server.sessions.get(route.slot, 0) + 1
+            server.sessions += 1
+            if own is not None:
+                server.owners.add(own)
             self._forget_oldest()
         known.inflight += 1
 
@@ -184,17 +215,13 @@ class Balancer:
         if known is not None and known.inflight:
             known.inflight -= 1
 
-    def _unpin(self, known: _Session) -> None:
-        if known.slot is None:
-            return
-        sessions = self.servers[known.server].sessions
-        left = sessions.get(known.slot, 0) - 1
-        if left > 0:
-            sessions[known.slot] = left
-        else:
-            sessions.pop(known.slot, None)
+    def _leave(self, known: _Session) -> None:
+        server = self.servers[known.server]
+        server.sessions -= 1
+        if known.slot is not None:
+            server.owners.discard(known.slot)
 
     def _forget_oldest(self) -> None:
         while len(self._sessions) > self._max:
             _, oldest = self._sessions.popitem(last=False)
-            self._unpin(oldest)
+            self._leave(oldest)

@@ -274,15 +274,37 @@ def test_sessions_are_bounded_and_the_oldest_is_forgotten() -> None:
         balancer.finish(name, route)
     assert balancer.session_server("a") is None
     assert balancer.session_server("c") == 0
-    assert sum(balancer.servers[0].sessions.values()) == 2
+    assert balancer.servers[0].sessions == 2
+    assert balancer.servers[0].owners == {1}  # c came when both slots had a session
 
 
-def test_a_moved_session_is_unpinned_from_its_old_slot() -> None:
+def test_a_moved_session_gives_up_its_old_slot() -> None:
     balancer = Balancer(2)
     for server in balancer.servers:
         server.slots = 1
     balancer.start("a", Route(0, 0, "new session"))
     balancer.finish("a", Route(0, 0, "new session"))
     balancer.start("a", Route(1, 0, "failover"))
-    assert balancer.servers[0].sessions == {}
-    assert balancer.servers[1].sessions == {0: 1}
+    assert (balancer.servers[0].sessions, balancer.servers[0].owners) == (0, set())
+    assert (balancer.servers[1].sessions, balancer.servers[1].owners) == (1, {0})
+
+
+async def test_more_sessions_than_slots_leaves_the_slot_to_the_server() -> None:
+    """Pinned, a slot shared by two sessions would lose each one's cache; unpinned, the
+    server keeps it in the slot with the longest common prefix or in its RAM cache."""
+    fakes = [FakeServer(2)]
+    async with pool(*fakes) as p:
+        firsts = [(await turn(p, request(f"s{i}")))[0] for i in range(3)]
+        again = [(await turn(p, request(f"s{i}")))[0] for i in range(3)]
+    assert [r.slot for r in firsts] == [0, 1, None]
+    assert again == [Routed("http://s0", None, "sticky")] * 3
+    assert [c.json.get("id_slot") for c in fakes[0].chats] == [0, 1, None, None, None, None]
+
+
+async def test_a_session_with_a_slot_of_its_own_keeps_it() -> None:
+    fakes = [FakeServer(2)]
+    async with pool(*fakes) as p:
+        firsts = [(await turn(p, request(f"s{i}")))[0] for i in range(2)]
+        again = [(await turn(p, request(f"s{i}")))[0] for i in (1, 0, 1)]
+    assert [r.slot for r in firsts] == [0, 1]
+    assert [r.slot for r in again] == [1, 0, 1]

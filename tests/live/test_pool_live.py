@@ -1,0 +1,157 @@
+"""The Pool against 3 real llama-servers with the scripted model, 2 slots each.
+
+- 16 sessions x 6 agent turns, concurrently, exact echo: the pool's prompt-cache reuse
+  (``timings.cache_n`` over the previous turn's prompt) against round-robin over the same
+  servers, and the total time of each (printed; the figures are in docs/router-and-pool.md).
+- One server killed mid-run: every session completes its 6 turns; the sessions that were on
+  it say so (``Routed(reason="failover")``, ``cache_lost``).
+- Both slots of one server busy: new sessions go to the others at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from devtools.llama_server import LlamaServer
+from llamaclient import ChatRequest, ChatStream, Client, Pool, Routed
+from tests.live.chat import live_config, script_request
+from tests.live.fleet import TURNS, SessionLog, fleet, reuse, run_session
+
+pytestmark = pytest.mark.anyio
+
+SESSIONS = 16
+
+
+@pytest.fixture
+def servers(
+    llama_server_binary: Path,
+    scripted_model_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[list[LlamaServer]]:
+    logs = tmp_path_factory.mktemp("fleet")
+    with fleet(llama_server_binary, scripted_model_path, logs) as started:
+        yield started
+
+
+def pool_of(servers: list[LlamaServer]) -> Pool:
+    return Pool([live_config(s.base_url) for s in servers])
+
+
+async def run_all(chat_for: object, n: int = SESSIONS, retries: int = 0) -> list[SessionLog]:
+    logs: list[SessionLog] = []
+
+    async def one(name: str) -> None:
+        logs.append(await run_session(name, chat_for, retries=retries))  # type: ignore[arg-type]
+
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(one, f"s{i}")
+    return sorted(logs, key=lambda log: int(log.name[1:]))
+
+
+async def test_the_pool_keeps_the_prompt_cache_warm(servers: list[LlamaServer]) -> None:
+    start = time.perf_counter()
+    async with pool_of(servers) as pool:
+        pooled = await run_all(pool.chat)
+    pool_seconds = time.perf_counter() - start
+
+    for server in servers:  # a cold start for round-robin too: other prompts in every slot
+        server.stop()
+        server._proc = None
+        server.start()
+    clients = [Client(live_config(s.base_url)) for s in servers]
+    turn = itertools.count()
+
+    def round_robin(request: ChatRequest) -> ChatStream:
+        return clients[next(turn) % len(clients)].chat(request)
+
+    start = time.perf_counter()
+    try:
+        spread = await run_all(round_robin)
+    finally:
+        for client in clients:
+            await client.aclose()
+    rr_seconds = time.perf_counter() - start
+
+    pool_reuse, rr_reuse = reuse(pooled), reuse(spread)
+    print(
+        f"\n{SESSIONS} sessions x {len(TURNS)} turns, 3 servers x 2 slots: "
+        f"pool reuse {pool_reuse:.1%} in {pool_seconds:.2f} s; "
+        f"round-robin reuse {rr_reuse:.1%} in {rr_seconds:.2f} s"
+    )
+    for log in pooled:  # each session stayed where it started
+        assert len({r.server for r in log.records}) == 1, log
+        assert log.records[0].reason == "new session"
+    assert pool_reuse >= 0.95
+    assert pool_reuse > rr_reuse
+
+
+async def test_a_killed_server_loses_no_session(servers: list[LlamaServer]) -> None:
+    victim = servers[1]
+    async with pool_of(servers) as pool:
+        done = 0
+        logs: list[SessionLog] = []
+
+        async def one(name: str) -> None:
+            nonlocal done
+            logs.append(await run_session(name, counted(pool), retries=2))
+
+        def counted(pool: Pool):  # type: ignore[no-untyped-def]
+            def chat(request: ChatRequest):  # type: ignore[no-untyped-def]
+                nonlocal done
+                done += 1
+                if done == SESSIONS * 2:  # mid-run: every session has had a turn or two
+                    victim._proc.kill()  # type: ignore[union-attr]
+                return pool.chat(request)
+
+            return chat
+
+        async with anyio.create_task_group() as tg:
+            for i in range(SESSIONS):
+                tg.start_soon(one, f"s{i}")
+    assert victim.returncode is not None
+    assert len(logs) == SESSIONS
+    assert all(len(log.records) == len(TURNS) for log in logs)
+    moved = [log for log in logs if any(r.reason == "failover" for r in log.routes)]
+    on_victim = [log for log in logs if log.routes[0].server == victim.base_url]
+    assert on_victim
+    assert {log.name for log in moved} == {log.name for log in on_victim}
+    for log in moved:
+        failover = next(r for r in log.routes if r.reason == "failover")
+        assert failover.cache_lost
+        assert failover.server != victim.base_url
+        assert all(r.server != victim.base_url for r in log.records[-2:])
+    print(f"\nkilled {victim.base_url}: {len(moved)} sessions moved, "
+          f"{sum(log.retried for log in logs)} turns cut mid-stream and asked again")
+
+
+async def test_a_busy_server_gets_no_new_session(servers: list[LlamaServer]) -> None:
+    busy = servers[0]
+    async with Client(live_config(busy.base_url)) as holder, pool_of(servers) as pool:
+        held = [holder.chat(script_request("endless_reasoning", slot=s, max_tokens=100_000))
+                for s in (0, 1)]
+        for stream in held:  # both slots generating
+            async for event in stream:
+                if type(event).__name__ == "Reasoning":
+                    break
+        routes: list[Routed] = []
+        start = time.perf_counter()
+        for i in range(4):
+            stream = pool.chat(script_request("reasoning_answer", session=f"new{i}"))
+            async with stream:
+                async for event in stream:
+                    if isinstance(event, Routed):
+                        routes.append(event)
+            assert stream.completion.content == "Done."
+        seconds = time.perf_counter() - start
+        for stream in held:
+            await stream.aclose()
+    assert [r.server for r in routes if r.server == busy.base_url] == []
+    assert all(r.reason == "new session" for r in routes)
+    print(f"\n4 new sessions while {busy.base_url} was full: {seconds:.2f} s")
