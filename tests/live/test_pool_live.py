@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ import anyio
 import pytest
 
 from devtools.llama_server import LlamaServer
-from llamaclient import ChatRequest, ChatStream, Client, Pool, Routed
+from llamaclient import ChatRequest, ChatStream, Client, Content, Pool, PoolStream, Reasoning, Routed
 from tests.live.chat import live_config, script_request
 from tests.live.fleet import TURNS, SessionLog, fleet, reuse, run_session
 
@@ -55,29 +57,36 @@ async def run_all(chat_for: object, n: int = SESSIONS, retries: int = 0) -> list
     return sorted(logs, key=lambda log: int(log.name[1:]))
 
 
-async def test_the_pool_keeps_the_prompt_cache_warm(servers: list[LlamaServer]) -> None:
+ONE_LOOP = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # heavy: once is enough
+
+
+@ONE_LOOP
+async def test_the_pool_keeps_the_prompt_cache_warm(
+    servers: list[LlamaServer],
+    llama_server_binary: Path,
+    scripted_model_path: Path,
+    tmp_path: Path,
+) -> None:
     start = time.perf_counter()
     async with pool_of(servers) as pool:
         pooled = await run_all(pool.chat)
     pool_seconds = time.perf_counter() - start
 
-    for server in servers:  # a cold start for round-robin too: other prompts in every slot
-        server.stop()
-        server._proc = None
-        server.start()
-    clients = [Client(live_config(s.base_url)) for s in servers]
-    turn = itertools.count()
+    # Round-robin on a fresh fleet of its own, so both start cold.
+    with fleet(llama_server_binary, scripted_model_path, tmp_path) as others:
+        clients = [Client(live_config(s.base_url)) for s in others]
+        turn = itertools.count()
 
-    def round_robin(request: ChatRequest) -> ChatStream:
-        return clients[next(turn) % len(clients)].chat(request)
+        def round_robin(request: ChatRequest) -> ChatStream:
+            return clients[next(turn) % len(clients)].chat(request)
 
-    start = time.perf_counter()
-    try:
-        spread = await run_all(round_robin)
-    finally:
-        for client in clients:
-            await client.aclose()
-    rr_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        try:
+            spread = await run_all(round_robin)
+        finally:
+            for client in clients:
+                await client.aclose()
+        rr_seconds = time.perf_counter() - start
 
     pool_reuse, rr_reuse = reuse(pooled), reuse(spread)
     print(
@@ -92,31 +101,27 @@ async def test_the_pool_keeps_the_prompt_cache_warm(servers: list[LlamaServer]) 
     assert pool_reuse > rr_reuse
 
 
+@ONE_LOOP
 async def test_a_killed_server_loses_no_session(servers: list[LlamaServer]) -> None:
     victim = servers[1]
+    n = SESSIONS // 2  # half the sessions: the same proof in half the CI time
+    sent = itertools.count(1)
+    logs: list[SessionLog] = []
     async with pool_of(servers) as pool:
-        done = 0
-        logs: list[SessionLog] = []
+
+        def chat(request: ChatRequest) -> PoolStream:
+            if next(sent) == n * 2:  # mid-run: every session has had a turn or two
+                os.kill(victim.pid or 0, signal.SIGKILL)
+            return pool.chat(request)
 
         async def one(name: str) -> None:
-            nonlocal done
-            logs.append(await run_session(name, counted(pool), retries=2))
-
-        def counted(pool: Pool):  # type: ignore[no-untyped-def]
-            def chat(request: ChatRequest):  # type: ignore[no-untyped-def]
-                nonlocal done
-                done += 1
-                if done == SESSIONS * 2:  # mid-run: every session has had a turn or two
-                    victim._proc.kill()  # type: ignore[union-attr]
-                return pool.chat(request)
-
-            return chat
+            logs.append(await run_session(name, chat, retries=2))
 
         async with anyio.create_task_group() as tg:
-            for i in range(SESSIONS):
+            for i in range(n):
                 tg.start_soon(one, f"s{i}")
     assert victim.returncode is not None
-    assert len(logs) == SESSIONS
+    assert len(logs) == n
     assert all(len(log.records) == len(TURNS) for log in logs)
     moved = [log for log in logs if any(r.reason == "failover" for r in log.routes)]
     on_victim = [log for log in logs if log.routes[0].server == victim.base_url]
@@ -136,22 +141,25 @@ async def test_a_busy_server_gets_no_new_session(servers: list[LlamaServer]) -> 
     async with Client(live_config(busy.base_url)) as holder, pool_of(servers) as pool:
         held = [holder.chat(script_request("endless_reasoning", slot=s, max_tokens=100_000))
                 for s in (0, 1)]
-        for stream in held:  # both slots generating
-            async for event in stream:
-                if type(event).__name__ == "Reasoning":
+        for holding in held:  # both slots generating
+            async for event in holding:
+                if isinstance(event, Reasoning):
                     break
         routes: list[Routed] = []
-        start = time.perf_counter()
+        waits: list[float] = []
         for i in range(4):
-            stream = pool.chat(script_request("reasoning_answer", session=f"new{i}"))
-            async with stream:
-                async for event in stream:
+            start = time.perf_counter()
+            pooled = pool.chat(script_request("reasoning_answer", session=f"new{i}"))
+            async with pooled:
+                async for event in pooled:
                     if isinstance(event, Routed):
                         routes.append(event)
-            assert stream.completion.content == "Done."
-        seconds = time.perf_counter() - start
-        for stream in held:
-            await stream.aclose()
+                    elif isinstance(event, Content) and len(waits) == i:
+                        waits.append(time.perf_counter() - start)  # first answer text
+            assert pooled.completion.content == "Done."
+        for holding in held:
+            await holding.aclose()
     assert [r.server for r in routes if r.server == busy.base_url] == []
     assert all(r.reason == "new session" for r in routes)
-    print(f"\n4 new sessions while {busy.base_url} was full: {seconds:.2f} s")
+    print(f"\nnew sessions while {busy.base_url} was full: first text after "
+          f"{', '.join(f'{w * 1000:.0f}' for w in waits)} ms")
