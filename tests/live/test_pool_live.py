@@ -21,7 +21,16 @@ import anyio
 import pytest
 
 from devtools.llama_server import LlamaServer
-from llamaclient import ChatRequest, ChatStream, Client, Content, Pool, PoolStream, Reasoning, Routed
+from llamaclient import (
+    ChatRequest,
+    ChatStream,
+    Client,
+    Content,
+    Pool,
+    PoolStream,
+    Reasoning,
+    Routed,
+)
 from tests.live.chat import live_config, script_request
 from tests.live.fleet import TURNS, SessionLog, fleet, reuse, run_session
 
