@@ -113,11 +113,13 @@ class Pool:
         ``balancer.finish`` when it ends). ``ConnectError`` when no server is up."""
         balancer = self.balancer
         session, slot = request.session, request.slot
+        now = anyio.current_time()
         if exclude is not None:
-            balancer.servers[exclude].failed(anyio.current_time())
-        if balancer.needs_look(session, slot, anyio.current_time()):
+            balancer.servers[exclude].failed(now)
+        if balancer.needs_look(session, slot, now):
             await self.look()
-        route = balancer.route(session, slot, anyio.current_time())
+            now = anyio.current_time()
+        route = balancer.route(session, slot, now)
         if route is None:
             raise ConnectError("no server of the pool is up")
         balancer.start(session, route)
