@@ -23,14 +23,7 @@ from ._stream import ChatStream
 from ._transports.base import Transport
 from ._types.completion import Completion
 from ._types.config import Config
-from ._types.errors import (
-    ConnectError,
-    HTTPStatusError,
-    InferError,
-    ProtocolError,
-    StreamClosedEarlyError,
-    WaitTimeoutError,
-)
+from ._types.errors import ConnectError, HTTPStatusError, InferError, StreamClosedEarlyError
 from ._types.events import ChatEvent, ModelLoading, Queued, Retrying, Routed, Waiting
 from ._types.request import ChatRequest
 
@@ -38,6 +31,8 @@ __all__ = ["LOOK_TIMEOUT", "Pool", "PoolStream"]
 
 LOOK_TIMEOUT = 2.0  # seconds for a /slots or /health look; /slots answers even under load
 _BEFORE_OUTPUT = (Queued, Waiting, Retrying, ModelLoading)
+_DISABLED = "disabled"  # /slots answers 501
+_NOT_RUNNING = "not running"  # a router's model is not loaded
 
 
 class Pool:
@@ -134,29 +129,54 @@ class Pool:
                     tg.start_soon(self._look_at, index)
 
     async def _look_at(self, index: int) -> None:
+        """Ask server ``index`` which slots are busy; take it out if it cannot say."""
         server = self.balancer.servers[index]
-        client = self.clients[index]
-        slots: list[dict[str, Any]] | None = None
-        with anyio.move_on_after(LOOK_TIMEOUT) as scope:
+        with anyio.move_on_after(LOOK_TIMEOUT):
             try:
-                slots = await client.slots()
-            except HTTPStatusError:
-                slots = None  # /slots disabled (501): count our own requests only
-            except (ConnectError, WaitTimeoutError, ProtocolError):
-                server.failed(anyio.current_time())
+                slots = await self._slots(index)
+            except InferError:
+                pass
+            else:
+                server.recovered()
+                if isinstance(slots, list):
+                    server.slots = len(slots)
+                    server.busy = frozenset(
+                        i
+                        for i, s in enumerate(slots)
+                        if isinstance(s, dict) and s.get("is_processing")
+                    )
+                elif slots == _DISABLED and index not in self._props_asked:
+                    self._props_asked.add(index)
+                    await self._count_slots(index)
                 return
-        if scope.cancelled_caught:
-            server.failed(anyio.current_time())
-            return
-        server.recovered()
-        if isinstance(slots, list):
-            server.slots = len(slots)
-            server.busy = frozenset(
-                i for i, s in enumerate(slots) if isinstance(s, dict) and s.get("is_processing")
-            )
-        elif index not in self._props_asked:
-            self._props_asked.add(index)
-            await self._count_slots(index)
+        server.failed(anyio.current_time())  # refused, failing, or silent
+
+    async def _slots(self, index: int) -> list[dict[str, Any]] | str:
+        """``GET /slots``; ``_DISABLED`` where it is disabled (501) but ``/health`` is fine,
+        ``_NOT_RUNNING`` where a router's model is not running (a look must not load it,
+        nor wait for it: the chat will, with ``ModelLoading`` events)."""
+        client = self.clients[index]
+        if client.config.model and not await self._model_ready(client):
+            return _NOT_RUNNING
+        try:
+            return await client.slots()
+        except HTTPStatusError as exc:
+            if exc.status != 501:
+                raise
+        await client.health()  # raises if the server is not healthy either
+        return _DISABLED
+
+    @staticmethod
+    async def _model_ready(client: Client) -> bool:
+        """Whether the config's model runs (always True on a plain server: it lists its one
+        model as loaded, under whatever name)."""
+        try:
+            models = await client.models()
+        except HTTPStatusError:
+            return True  # no /models here: a plain server
+        name = client.config.model
+        info = next((m for m in models if name == m.id or name in m.aliases), None)
+        return info is None or info.ready
 
     async def _count_slots(self, index: int) -> None:
         """Where ``/slots`` is disabled, ``/props`` still says how many there are."""

@@ -179,6 +179,26 @@ async def test_a_down_server_is_left_out_and_its_sessions_move() -> None:
     assert again == Routed("http://s1", moved.slot, "sticky")
 
 
+@pytest.mark.parametrize("slots_enabled", [True, False])
+async def test_a_server_failing_its_looks_is_left_out(slots_enabled: bool) -> None:
+    fakes = [FakeServer(2, slots_enabled=slots_enabled), FakeServer(2)]
+    fakes[0].failing = 503
+    async with pool(*fakes) as p:
+        routes = [(await turn(p, request(f"s{i}")))[0].server for i in range(3)]
+    assert routes == ["http://s1"] * 3
+    assert not fakes[0].chats
+
+
+async def test_a_pool_of_routers_never_loads_a_model_by_looking() -> None:
+    fakes = [FakeRouter("m"), FakeRouter("m")]
+    async with pool(*fakes, model="m") as p:
+        routed, events = await turn(p, request("a"))
+    assert routed.reason == "new session"
+    assert [type(e).__name__ for e in events[:2]] == ["Routed", "ModelLoading"]
+    assert not [s for f in fakes for s in f.sent if s.path in ("/slots", "/props")]
+    assert routed.slot is None  # slots not known yet: the server picks
+
+
 async def test_a_refused_chat_fails_over_before_any_output() -> None:
     fakes = [FakeServer(2), FakeServer(2)]
     fakes[0].refuse_chats = True

@@ -88,6 +88,7 @@ class FakeServer:
         self.hold: anyio.Event | None = None  # chats wait on this before their first byte
         self.running: dict[int, int] = {}  # slot -> chats of ours streaming on it
         self.refuse_chats = False  # chats are refused, other requests answered
+        self.failing: int | None = None  # /slots and /health answer this status
         self.cut_chats = False  # chats break after their first piece
 
     @property
@@ -111,6 +112,8 @@ class FakeServer:
         return self.answer(sent)
 
     def answer(self, sent: Sent) -> FakeResponse:
+        if self.failing is not None and sent.path in ("/slots", "/health"):
+            return _json(self.failing, error_body(self.failing, "Loading model"))
         if sent.path == "/slots":
             if not self.slots_enabled:
                 return _json(501, error_body(501, "This server does not support slots endpoint."))
