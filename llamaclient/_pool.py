@@ -139,12 +139,7 @@ class Pool:
             else:
                 server.recovered()
                 if isinstance(slots, list):
-                    server.slots = len(slots)
-                    server.busy = frozenset(
-                        i
-                        for i, s in enumerate(slots)
-                        if isinstance(s, dict) and s.get("is_processing")
-                    )
+                    server.saw([_processing(s) for s in slots])
                 elif slots == _DISABLED and index not in self._props_asked:
                     self._props_asked.add(index)
                     await self._count_slots(index)
@@ -191,6 +186,10 @@ class Pool:
 
     def server_name(self, index: int) -> str:
         return self.clients[index].config.base_url
+
+
+def _processing(slot: object) -> bool:
+    return isinstance(slot, dict) and bool(slot.get("is_processing"))
 
 
 def _pinned(request: ChatRequest, route: Route) -> ChatRequest:

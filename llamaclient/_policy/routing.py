@@ -18,16 +18,22 @@ are doing, and asks it for a route. The expensive thing to lose is a session's p
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from .._types.events import RoutedReason
 
-__all__ = ["MAX_SESSIONS", "Balancer", "Route", "ServerState"]
+__all__ = ["MAX_SESSIONS", "RELEASE_GRACE", "Balancer", "Route", "ServerState"]
 
 MAX_SESSIONS = 1 << 16  # sessions remembered; the least recently used is forgotten first
 _BACKOFF_START = 0.5  # seconds a server that failed stays out, doubled on each new failure
 _BACKOFF_CAP = 30.0
+# llama-server frees a slot about one token step after a stream ends (~1 s after a cut
+# connection): a look within this many seconds of our own request's end that still finds the
+# slot processing is seeing that request's tail, not someone else's.
+RELEASE_GRACE = 1.5
 
 
 class Route(NamedTuple):
@@ -41,7 +47,16 @@ class Route(NamedTuple):
 class ServerState:
     """What the pool knows about one server: its slots, which are busy, whether it is up."""
 
-    __slots__ = ("busy", "down_until", "failures", "inflight", "owners", "sessions", "slots")
+    __slots__ = (
+        "busy",
+        "down_until",
+        "failures",
+        "inflight",
+        "owners",
+        "released",
+        "sessions",
+        "slots",
+    )
 
     def __init__(self) -> None:
         self.slots = 0  # 0: not known yet
@@ -49,6 +64,7 @@ class ServerState:
         self.inflight: dict[int | None, int] = {}  # slot (None: unpinned) -> our requests
         self.owners: set[int] = set()  # slots that a session has to itself
         self.sessions = 0  # sessions on this server
+        self.released: dict[int, float] = {}  # slot -> when our last request on it ended
         self.down_until: float | None = None
         self.failures = 0
 
@@ -67,6 +83,17 @@ class ServerState:
     def recovered(self) -> None:
         self.down_until = None
         self.failures = 0
+
+    def saw(self, processing: Sequence[bool]) -> None:
+        """What ``GET /slots`` said: one flag per slot. A slot our own request left less than
+        ``RELEASE_GRACE`` ago counts as free."""
+        now = time.monotonic()
+        self.slots = len(processing)
+        self.busy = frozenset(
+            i
+            for i, busy in enumerate(processing)
+            if busy and now - self.released.get(i, -RELEASE_GRACE) >= RELEASE_GRACE
+        )
 
     @property
     def pins(self) -> bool:
@@ -206,6 +233,8 @@ class Balancer:
     def finish(self, session: str | None, route: Route) -> None:
         """The request on ``route`` ended."""
         server = self.servers[route.server]
+        if route.slot is not None:
+            server.released[route.slot] = time.monotonic()
         count = server.inflight.get(route.slot, 0) - 1
         if count > 0:
             server.inflight[route.slot] = count

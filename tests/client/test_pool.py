@@ -328,3 +328,46 @@ async def test_a_session_with_a_slot_of_its_own_keeps_it() -> None:
         again = [(await turn(p, request(f"s{i}")))[0] for i in (1, 0, 1)]
     assert [r.slot for r in firsts] == [0, 1]
     assert [r.slot for r in again] == [1, 0, 1]
+
+
+async def test_parse_runs_the_clients_parse_on_the_routed_server() -> None:
+    """``Client.parse`` comes with typed outputs (#12); the pool routes it like a chat."""
+    fakes = [FakeServer(2), FakeServer(2)]
+    fakes[0].busy = {0, 1}
+    seen: list[tuple[ChatRequest, object]] = []
+    async with pool(*fakes) as p:
+
+        async def parse(req: ChatRequest, type_: object) -> str:
+            seen.append((req, type_))
+            assert not idle(p)  # counted while it runs
+            return "parsed"
+
+        for client in p.clients:
+            client.parse = parse  # type: ignore[attr-defined]
+        assert await p.parse(request("a"), int) == "parsed"
+        assert idle(p)
+    assert seen[0][0].slot == 0
+    assert seen[0][1] is int
+    assert p.balancer.session_server("a") == 1
+
+
+async def test_parse_without_client_parse_says_so() -> None:
+    async with pool(FakeServer(1)) as p:
+        if hasattr(p.clients[0], "parse"):
+            pytest.skip("Client.parse exists in this build")  # after the merge with #12
+        with pytest.raises(NotImplementedError):
+            await p.parse(request("a"), int)
+        assert idle(p)
+
+
+def test_a_slot_our_own_request_just_left_is_free() -> None:
+    """llama-server frees a slot a token step after the stream ends: a look in between
+    must not make the session's next turn move away from its own slot."""
+    balancer = Balancer(2)
+    route = Route(0, 1, "new session")
+    balancer.start("a", route)
+    balancer.finish("a", route)
+    server = balancer.servers[0]
+    server.saw([True, True])
+    assert server.busy == frozenset({0})
+    assert server.slot_free(1)
