@@ -120,6 +120,7 @@ async def test_a_session_whose_slot_is_busy_moves_to_a_free_server() -> None:
     async with pool(*fakes) as p:
         first, _ = await turn(p, request("a"))
         fakes[0].busy, fakes[1].busy = {0}, set()  # another client took a's slot
+        p.balancer.servers[0].released.clear()  # ... well after a's turn ended
         await turn(p, request("b"))  # b looks, and sees it
         fakes[1].hold = None
         moved, _ = await turn(p, request("a"))
