@@ -112,15 +112,17 @@ async def test_the_pool_keeps_the_prompt_cache_warm(
 
 @ONE_LOOP
 async def test_a_killed_server_loses_no_session(servers: list[LlamaServer]) -> None:
-    victim = servers[1]
     n = SESSIONS // 2  # half the sessions: the same proof in half the CI time
     sent = itertools.count(1)
     logs: list[SessionLog] = []
+    killed: list[LlamaServer] = []
     async with pool_of(servers) as pool:
 
         def chat(request: ChatRequest) -> PoolStream:
             if next(sent) == n * 2:  # mid-run: every session has had a turn or two
-                os.kill(victim.pid or 0, signal.SIGKILL)
+                load = [s.sessions for s in pool.balancer.servers]
+                killed.append(servers[load.index(max(load))])  # the one with most sessions
+                os.kill(killed[0].pid or 0, signal.SIGKILL)
             return pool.chat(request)
 
         async def one(name: str) -> None:
@@ -129,6 +131,7 @@ async def test_a_killed_server_loses_no_session(servers: list[LlamaServer]) -> N
         async with anyio.create_task_group() as tg:
             for i in range(n):
                 tg.start_soon(one, f"s{i}")
+    victim = killed[0]
     assert victim.returncode is not None
     assert len(logs) == n
     assert all(len(log.records) == len(TURNS) for log in logs)
