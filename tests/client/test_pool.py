@@ -212,6 +212,18 @@ async def test_a_refused_chat_fails_over_before_any_output() -> None:
     assert [e.text for e in events if isinstance(e, Content)] == ["ok"]
 
 
+async def test_a_busy_answer_is_retried_on_the_same_server() -> None:
+    """503/429 mean "busy", not "down": the client's own retry, on the session's server."""
+    fakes = [FakeServer(2), FakeServer(2)]
+    fakes[0].chat_statuses = [503]
+    async with pool(*fakes) as p:
+        events = [e async for e in p.chat(request("a"))]
+    assert [type(e).__name__ for e in events[:2]] == ["Routed", "Retrying"]
+    assert [e for e in events if isinstance(e, Routed)] == [Routed("http://s0", 0, "new session")]
+    assert len(fakes[0].chats) == 2
+    assert not fakes[1].chats
+
+
 async def test_a_down_server_is_tried_again_after_its_backoff() -> None:
     fakes = [FakeServer(1), FakeServer(1)]
     fakes[0].down = True

@@ -89,6 +89,7 @@ class FakeServer:
         self.running: dict[int, int] = {}  # slot -> chats of ours streaming on it
         self.refuse_chats = False  # chats are refused, other requests answered
         self.failing: int | None = None  # /slots and /health answer this status
+        self.chat_statuses: list[int] = []  # the next chats answer these statuses first
         self.cut_chats = False  # chats break after their first piece
 
     @property
@@ -123,6 +124,9 @@ class FakeServer:
         if sent.path == "/props":
             return _json(200, {"total_slots": self.n_slots})
         if sent.path == "/v1/chat/completions":
+            if self.chat_statuses:
+                status = self.chat_statuses.pop(0)
+                return _json(status, error_body(status, "Service Unavailable"))
             return self.chat(sent)
         if sent.path == "/v1/stream" and sent.method == "DELETE":
             return FakeResponse(204, [])
