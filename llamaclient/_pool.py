@@ -59,7 +59,7 @@ class Pool:
             Client(c, transport=transports[i] if transports else None)
             for i, c in enumerate(configs)
         )
-        self.balancer = Balancer(len(configs))
+        self._balancer = Balancer(len(configs))
         self._props_asked: set[int] = set()
 
     def __repr__(self) -> str:
@@ -92,27 +92,27 @@ class Pool:
 
     async def parse(self, request: ChatRequest, type_: Any, **options: Any) -> Any:
         """``Client.parse`` on the routed server (the session's, or the freest)."""
-        route = await self.route(request)
+        route = await self._route(request)
         client = self.clients[route.server]
         parse = getattr(client, "parse", None)
         if parse is None:
-            self.balancer.finish(request.session, route)
+            self._balancer.finish(request.session, route)
             raise NotImplementedError("this version of Client has no parse()")
         try:
             return await parse(_pinned(request, route), type_, **options)
         finally:
-            self.balancer.finish(request.session, route)
+            self._balancer.finish(request.session, route)
 
-    async def route(self, request: ChatRequest, *, exclude: int | None = None) -> Route:
+    async def _route(self, request: ChatRequest, *, exclude: int | None = None) -> Route:
         """Choose the route of ``request`` and count it as started (the caller must call
         ``balancer.finish`` when it ends). ``ConnectError`` when no server is up."""
-        balancer = self.balancer
+        balancer = self._balancer
         session, slot = request.session, request.slot
         now = anyio.current_time()
         if exclude is not None:
             balancer.servers[exclude].failed(now)
         if balancer.needs_look(session, slot, now):
-            await self.look()
+            await self._look()
             now = anyio.current_time()
         route = balancer.route(session, slot, now)
         if route is None:
@@ -120,17 +120,17 @@ class Pool:
         balancer.start(session, route)
         return route
 
-    async def look(self) -> None:
+    async def _look(self) -> None:
         """Ask every server that is up, or due for a look, which slots are busy."""
         now = anyio.current_time()
         async with anyio.create_task_group() as tg:
-            for index, server in enumerate(self.balancer.servers):
+            for index, server in enumerate(self._balancer.servers):
                 if server.up(now):
                     tg.start_soon(self._look_at, index)
 
     async def _look_at(self, index: int) -> None:
         """Ask server ``index`` which slots are busy; take it out if it cannot say."""
-        server = self.balancer.servers[index]
+        server = self._balancer.servers[index]
         with anyio.move_on_after(LOOK_TIMEOUT):
             try:
                 slots = await self._slots(index)
@@ -182,9 +182,9 @@ class Pool:
                 return
             total = props.get("total_slots")
             if isinstance(total, int) and total > 0:
-                self.balancer.servers[index].slots = total
+                self._balancer.servers[index].slots = total
 
-    def server_name(self, index: int) -> str:
+    def _server_name(self, index: int) -> str:
         return self.clients[index].config.base_url
 
 
@@ -235,12 +235,15 @@ class PoolStream:
 
     @property
     def completion(self) -> Completion:
+        """The Completion, once the stream has ended normally."""
         if self._inner is None:
             raise RuntimeError("the stream has not finished yet: iterate it to the end first")
         return self._inner.completion
 
     @property
     def conversation_id(self) -> str | None:
+        """The ``X-Conversation-Id`` of the stream on its server (None before routing, or
+        with resume off)."""
         return None if self._inner is None else self._inner.conversation_id
 
     def arguments(self, index: int | None = None, *, tool: str | None = None) -> ArgumentStream:
@@ -292,7 +295,7 @@ class PoolStream:
             self._tried.add(failed)
             if len(self._tried) >= len(pool.clients):
                 raise ConnectError("no server of the pool could be reached")
-        route = await pool.route(self.request, exclude=failed)
+        route = await pool._route(self.request, exclude=failed)
         if failed is not None:
             route = route._replace(reason="failover")
         self._route = route
@@ -302,14 +305,14 @@ class PoolStream:
             live_arguments=self._live,
             lenient_arguments=self._lenient,
         )
-        self._routed = Routed(pool.server_name(route.server), route.slot, route.reason)
+        self._routed = Routed(pool._server_name(route.server), route.slot, route.reason)
         return self._routed
 
     async def _release(self) -> None:
         inner, route = self._inner, self._route
         self._inner = self._route = None
         if route is not None:
-            self._pool.balancer.finish(self.request.session, route)
+            self._pool._balancer.finish(self.request.session, route)
         if inner is not None:
             with anyio.CancelScope(shield=True):
                 await inner.aclose()
@@ -320,9 +323,9 @@ class PoolStream:
         route = self._route
         if route is not None:
             self._route = None
-            self._pool.balancer.finish(self.request.session, route)
+            self._pool._balancer.finish(self.request.session, route)
             if isinstance(exc, StreamClosedEarlyError | ConnectError):
-                await self._pool.look()
+                await self._pool._look()
 
     async def __aenter__(self) -> PoolStream:
         return self
@@ -336,7 +339,7 @@ class PoolStream:
         inner = self._inner
         route, self._route = self._route, None
         if route is not None:
-            self._pool.balancer.finish(self.request.session, route)
+            self._pool._balancer.finish(self.request.session, route)
         if inner is not None:
             await inner.aclose()
 
@@ -351,4 +354,4 @@ class PoolStream:
         route = self._route
         if route is not None:  # dropped unfinished: keep the in-flight counts exact
             self._route = None
-            self._pool.balancer.finish(self.request.session, route)
+            self._pool._balancer.finish(self.request.session, route)

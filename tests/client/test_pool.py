@@ -45,7 +45,7 @@ async def turn(p: Pool, req: ChatRequest) -> tuple[Routed, list[ChatEvent]]:
 
 
 def idle(p: Pool) -> bool:
-    return all(not s.inflight for s in p.balancer.servers)
+    return all(not s.inflight for s in p._balancer.servers)
 
 
 async def test_routed_comes_first_and_a_new_session_goes_to_the_freest_server() -> None:
@@ -120,7 +120,7 @@ async def test_a_session_whose_slot_is_busy_moves_to_a_free_server() -> None:
     async with pool(*fakes) as p:
         first, _ = await turn(p, request("a"))
         fakes[0].busy, fakes[1].busy = {0}, set()  # another client took a's slot
-        p.balancer.servers[0].released.clear()  # ... well after a's turn ended
+        p._balancer.servers[0].released.clear()  # ... well after a's turn ended
         await turn(p, request("b"))  # b looks, and sees it
         fakes[1].hold = None
         moved, _ = await turn(p, request("a"))
@@ -361,7 +361,7 @@ async def test_parse_runs_the_clients_parse_on_the_routed_server() -> None:
         assert idle(p)
     assert seen[0][0].slot == 0
     assert seen[0][1] is int
-    assert p.balancer.session_server("a") == 1
+    assert p._balancer.session_server("a") == 1
 
 
 async def test_parse_without_client_parse_says_so() -> None:

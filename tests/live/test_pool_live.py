@@ -120,7 +120,7 @@ async def test_a_killed_server_loses_no_session(servers: list[LlamaServer]) -> N
 
         def chat(request: ChatRequest) -> PoolStream:
             if next(sent) == n * 2:  # mid-run: every session has had a turn or two
-                load = [s.sessions for s in pool.balancer.servers]
+                load = [s.sessions for s in pool._balancer.servers]
                 killed.append(servers[load.index(max(load))])  # the one with most sessions
                 os.kill(killed[0].pid or 0, signal.SIGKILL)
             return pool.chat(request)
