@@ -84,6 +84,7 @@ class Pool:
     ) -> PoolStream:
         """Stream one chat on the server its session is on (or the freest one); the first
         event is ``Routed``. Same options as :meth:`Client.chat`."""
+        self._servers_for(request)  # a model no server has is a ValueError here, at once
         return PoolStream(self, request, live_arguments, lenient_arguments)
 
     async def complete(self, request: ChatRequest) -> Completion:
@@ -103,6 +104,18 @@ class Pool:
         finally:
             self._balancer.finish(request.session, route)
 
+    def _servers_for(self, request: ChatRequest) -> tuple[int, ...] | None:
+        """The servers that may take ``request``: those whose ``Config.model`` is the one it
+        names (else those that name none); None: any."""
+        model = request.model
+        if model is None:
+            return None
+        named = tuple(i for i, c in enumerate(self.clients) if c.config.model == model)
+        named = named or tuple(i for i, c in enumerate(self.clients) if not c.config.model)
+        if not named:
+            raise ValueError(f"no server of the pool has model {model!r} in its Config")
+        return named
+
     async def _route(self, request: ChatRequest, *, exclude: int | None = None) -> Route:
         """Choose the route of ``request`` and count it as started (the caller must call
         ``balancer.finish`` when it ends). ``ConnectError`` when no server is up."""
@@ -114,7 +127,7 @@ class Pool:
         if balancer.needs_look(session, slot, now):
             await self._look()
             now = anyio.current_time()
-        route = balancer.route(session, slot, now)
+        route = balancer.route(session, slot, now, self._servers_for(request))
         if route is None:
             raise ConnectError("no server of the pool is up")
         balancer.start(session, route)

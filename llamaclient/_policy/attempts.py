@@ -121,8 +121,10 @@ async def attempts(
     headers: Mapping[str, str] | None = None,
     resumer: Resumer | None = None,
     path: str = CHAT_PATH,
+    model: str = "",
 ) -> AsyncGenerator[list[ChatEvent] | Response, None]:
-    """Yield waiting events, then the streaming Response (status < 300)."""
+    """Yield waiting events, then the streaming Response (status < 300). ``model``: the
+    router model the chat names (its errors are typed for it)."""
     config = endpoint.config
     attempt = 0
     loading = LoadingWait(endpoint)
@@ -143,7 +145,7 @@ async def attempts(
             await loading.wait()
             continue
         if status is not None and (status not in RETRYABLE_STATUS or attempt >= config.max_retries):
-            raise _status_error(config, status, outcome)
+            raise _status_error(model, status, outcome)
         if attempt >= config.max_retries:
             raise (StreamClosedEarlyError if outcome.reached else ConnectError)(outcome.error)
         attempt += 1
@@ -154,11 +156,11 @@ async def attempts(
         await anyio.sleep(delay)
 
 
-def _status_error(config: Config, status: int, outcome: _Failed) -> InferError:
+def _status_error(model: str, status: int, outcome: _Failed) -> InferError:
     """The typed error of a failed answer; a router's own answers (unknown model, not
     loaded, model limit, failed load) when a model is named."""
     error = status_error(status, outcome.data, outcome.location)
-    return router_error(error, config.model) if config.model else error
+    return router_error(error, model) if model else error
 
 
 async def _try_once(

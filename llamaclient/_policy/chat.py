@@ -54,7 +54,8 @@ class ChatPolicies:
         """Yield waiting events, then the streaming Response (status < 300). The caller holds
         ``ticket`` (its place in the slot's line) until the stream ends. A router's model
         is made ready first (``ModelLoading``)."""
-        async with aclosing(self.models.ready(self.config.model, request.autoload)) as ready:
+        model = request.model or self.config.model
+        async with aclosing(self.models.ready(model, request.autoload)) as ready:
             async for loading in ready:
                 yield [loading]
         if request.slot is not None and ticket is not None:
@@ -66,7 +67,8 @@ class ChatPolicies:
         if resumer is not None:
             headers = {**self.endpoint.chat_headers, "X-Conversation-Id": resumer.conversation_id}
         path = CHAT_PATH if request.autoload else f"{CHAT_PATH}?autoload=false"
-        async with aclosing(attempts(self.endpoint, body, headers, resumer, path)) as tries:
+        tries = attempts(self.endpoint, body, headers, resumer, path, model)
+        async with aclosing(tries):
             async for item in tries:
                 yield item
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 from .._types.events import RoutedReason
@@ -130,6 +130,7 @@ class Balancer:
         self.servers = [ServerState() for _ in range(n_servers)]
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._max = max_sessions
+        self._allowed: Collection[int] | None = None  # the servers of the current route()
 
     def session_server(self, session: str | None) -> int | None:
         """The server ``session`` is on, if known."""
@@ -155,13 +156,22 @@ class Balancer:
         server = self.servers[known.server]
         return not server.up(now) or (pinned is not None and not server.slot_free(pinned))
 
-    def route(self, session: str | None, slot: int | None, now: float) -> Route | None:
-        """The route of a request (``slot``: the request's own, which wins), or None when no
-        server is up. Call :meth:`start` with it before any await."""
+    def route(
+        self,
+        session: str | None,
+        slot: int | None,
+        now: float,
+        allowed: Collection[int] | None = None,
+    ) -> Route | None:
+        """The route of a request (``slot``: the request's own, which wins) among the
+        ``allowed`` servers (None: all), or None when none is up. Call :meth:`start` with it
+        before any await."""
+        self._allowed = allowed
         known = self._sessions.get(session) if session is not None else None
         if known is not None:
             self._sessions.move_to_end(session)  # type: ignore[arg-type]
-            return self._sticky(known, slot, now)
+            if allowed is None or known.server in allowed:
+                return self._sticky(known, slot, now)
         return self._fresh(slot, now, "new session")
 
     def _sticky(self, known: _Session, slot: int | None, now: float) -> Route | None:
@@ -187,8 +197,11 @@ class Balancer:
         fewest sessions), and a slot of its own there if one is left; with ``free_only``,
         None if no slot is free."""
         best: tuple[int, int, int, int] | None = None
+        allowed = self._allowed
         for index, server in enumerate(self.servers):
             if index == exclude or not server.up(now):
+                continue
+            if allowed is not None and index not in allowed:
                 continue
             key = (len(server.free_slots()), -server.load(), -server.sessions, -index)
             if best is None or key > best:

@@ -384,3 +384,30 @@ def test_a_slot_our_own_request_just_left_is_free() -> None:
     server.saw([True, True])
     assert server.busy == frozenset({0})
     assert server.slot_free(1)
+
+
+async def test_a_chat_naming_its_model_goes_to_the_servers_with_that_model() -> None:
+    """A pool of routers: one Config per (router, model); the chat names the model."""
+    routers = [FakeRouter("a", "b"), FakeRouter("a", "b")]
+    for fake in routers:
+        fake.status.update(a="loaded", b="loaded")
+    configs = [
+        Config(f"http://r{i}", model=model)
+        for i, model in ((0, "a"), (0, "b"), (1, "a"), (1, "b"))
+    ]
+    fakes = [routers[0], routers[0], routers[1], routers[1]]
+    async with Pool(configs, transports=fakes) as p:
+        for i in range(4):
+            await turn(p, request(f"b{i}", model="b"))
+        routed, _ = await turn(p, request("b0", model="b"))
+        with pytest.raises(ValueError, match="'zzz'"):
+            p.chat(request("x", model="zzz"))
+    assert routed.reason == "sticky"
+    assert {c.json["model"] for f in routers for c in f.chats} == {"b"}
+    assert all(len(f.chats) >= 2 for f in routers)  # spread over both routers
+
+
+async def test_servers_naming_no_model_take_any() -> None:
+    async with pool(FakeServer(1), FakeServer(1)) as p:
+        routed, _ = await turn(p, request("a", model="whatever"))
+    assert routed.reason == "new session"

@@ -206,3 +206,13 @@ def test_a_plain_servers_model_list_is_not_a_router() -> None:
     infos, router = decode_models(b'{"data":[{"id":"x.gguf","object":"model"}]}')
     assert not router
     assert infos == [ModelInfo("x.gguf", (), "loaded")]
+
+
+async def test_a_request_naming_its_model_overrides_the_config() -> None:
+    fake = FakeRouter("alpha", "beta")
+    fake.status["alpha"] = "loaded"
+    async with client(fake) as c:
+        events = [e async for e in c.chat(ChatRequest([UserMessage("hi")], model="beta"))]
+    assert ModelLoading("beta", "loaded") in events
+    assert fake.chats[0].json["model"] == "beta"
+    assert [s.json for s in fake.sent if s.path == "/models/load"] == [{"model": "beta"}]

@@ -23,6 +23,8 @@ from llamaclient import (
     ModelLoading,
     ModelNotFoundError,
     ModelNotLoadedError,
+    Pool,
+    Routed,
 )
 from tests.conftest import drain
 from tests.live.chat import live_config, script_request, text_of
@@ -150,3 +152,16 @@ async def test_models_max_one_unloads_the_other_model(router: LlamaServer) -> No
     assert ModelLoading("beta", "loaded") in events
     assert await status(router, "beta") == "loaded"
     assert await status(router, "alpha") == "unloaded"
+
+
+async def test_a_pool_of_routers_sends_each_chat_to_its_model(router: LlamaServer) -> None:
+    """One Config per model of the router; each chat names its model."""
+    configs = [live_config(router.base_url, model=m, load_timeout=30.0) for m in ("alpha", "beta")]
+    async with Pool(configs) as pool:
+        for model in ("beta", "alpha", "beta"):
+            stream = pool.chat(script_request("reasoning_answer", model=model, session=model))
+            events = [event async for event in stream]
+            assert isinstance(events[0], Routed)
+            assert stream.completion.model == model
+            assert stream.completion.content == "Done."
+            assert await status(router, model) == "loaded"  # --models-max 1: the other stopped
