@@ -142,22 +142,22 @@ class Pool:
                     tg.start_soon(self._look_at, index)
 
     async def _look_at(self, index: int) -> None:
-        """Ask server ``index`` which slots are busy; take it out if it cannot say."""
+        """Ask server ``index`` which slots are busy; take it out if it refuses or fails. A
+        look with no answer within ``LOOK_TIMEOUT`` changes nothing: slow is not down, and
+        routing goes on with what the pool knew."""
         server = self._balancer.servers[index]
         with anyio.move_on_after(LOOK_TIMEOUT):
             try:
                 slots = await self._slots(index)
             except InferError:
-                pass
-            else:
-                server.recovered()
-                if isinstance(slots, list):
-                    server.saw([_processing(s) for s in slots])
-                elif slots == _DISABLED and index not in self._props_asked:
-                    self._props_asked.add(index)
-                    await self._count_slots(index)
+                server.failed(anyio.current_time())  # refused, or an error answer
                 return
-        server.failed(anyio.current_time())  # refused, failing, or silent
+            server.recovered()
+            if isinstance(slots, list):
+                server.saw([_processing(s) for s in slots])
+            elif slots == _DISABLED and index not in self._props_asked:
+                self._props_asked.add(index)
+                await self._count_slots(index)
 
     async def _slots(self, index: int) -> list[dict[str, Any]] | str:
         """``GET /slots``; ``_DISABLED`` where it is disabled (501) but ``/health`` is fine,

@@ -115,9 +115,13 @@ class ModelGate:
         if not self.router or info is None or info.ready or not autoload:
             return  # an unknown model: the chat's own answer names it
         yield ModelLoading(name, info.status)
-        if info.status not in ("loading", "downloading"):
-            await self._post("/models/load", name, running_ok=True)
-        async with aclosing(self._watch(name, last=info.status)) as watch:
+        last = info.status
+        if last not in ("loading", "downloading") and await self._post(
+            "/models/load", name, running_ok=True
+        ):
+            last = "loading"  # the router marks it loading before it answers
+            yield ModelLoading(name, last)
+        async with aclosing(self._watch(name, last=last)) as watch:
             async for event in watch:
                 yield event
 

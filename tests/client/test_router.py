@@ -216,3 +216,21 @@ async def test_a_request_naming_its_model_overrides_the_config() -> None:
     assert ModelLoading("beta", "loaded") in events
     assert fake.chats[0].json["model"] == "beta"
     assert [s.json for s in fake.sent if s.path == "/models/load"] == [{"model": "beta"}]
+
+
+async def test_a_load_that_fails_at_once_still_says_it_was_loading() -> None:
+    fake = FakeRouter("broken", broken=("broken",), steps=1)
+    async with client(fake, "broken") as c:
+        seen: list[ChatEvent] = []
+
+        async def run() -> None:
+            async for event in c.chat(HI):
+                seen.append(event)
+
+        with pytest.raises(ModelLoadError):
+            await run()
+    assert seen == [
+        ModelLoading("broken", "unloaded"),
+        ModelLoading("broken", "loading"),
+        ModelLoading("broken", "unloaded"),
+    ]

@@ -104,7 +104,8 @@ async def test_the_pool_keeps_the_prompt_cache_warm(
         f"round-robin reuse {rr_reuse:.1%} in {rr_seconds:.2f} s"
     )
     for log in pooled:  # each session stayed where it started
-        assert len({r.server for r in log.records}) == 1, log
+        routes = [(r.server.rsplit(":", 1)[-1], r.slot, r.reason) for r in log.routes]
+        assert len({r.server for r in log.records}) == 1, (log.name, routes)
         assert log.records[0].reason == "new session"
     assert pool_reuse >= 0.95
     assert pool_reuse > rr_reuse
