@@ -2,6 +2,7 @@
 
 from ._arguments.stream import ArgumentStream, FieldHandle, FieldText
 from ._client import Client
+from ._pool import Pool, PoolStream
 from ._protocol.assembler import Assembler
 from ._protocol.body import build_body
 from ._stream import ChatStream
@@ -15,6 +16,10 @@ from ._types.errors import (
     HTTPStatusError,
     InferError,
     LoadTimeoutError,
+    ModelLimitError,
+    ModelLoadError,
+    ModelNotFoundError,
+    ModelNotLoadedError,
     ProtocolError,
     ResumeError,
     ServerError,
@@ -28,11 +33,13 @@ from ._types.events import (
     ArgumentDelta,
     ChatEvent,
     Content,
+    ModelLoading,
     Progress,
     Queued,
     Reasoning,
     Resuming,
     Retrying,
+    Routed,
     ThinkingCapped,
     ToolCallDelta,
     ToolCallDone,
@@ -51,6 +58,7 @@ from ._types.messages import (
     ToolSchema,
     UserMessage,
 )
+from ._types.models import ModelInfo
 from ._types.openai import from_openai, to_openai
 from ._types.request import ChatRequest
 from ._types.server import GenerationSettings, Modalities, Props, Slot, TemplateCaps
@@ -84,6 +92,14 @@ __all__ = [
     "InferError",
     "LoadTimeoutError",
     "Modalities",
+    "ModelInfo",
+    "ModelLimitError",
+    "ModelLoadError",
+    "ModelLoading",
+    "ModelNotFoundError",
+    "ModelNotLoadedError",
+    "Pool",
+    "PoolStream",
     "Progress",
     "Props",
     "ProtocolError",
@@ -93,6 +109,7 @@ __all__ = [
     "ResumeError",
     "Resuming",
     "Retrying",
+    "Routed",
     "ServerError",
     "Slot",
     "StalledError",

@@ -10,6 +10,7 @@ longer referenced (the event loop then finalises its generator).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from contextlib import aclosing
 
 import anyio
 
@@ -192,8 +193,9 @@ async def _run(
     ticket = policies.slots.join(slot) if slot is not None else None
     budget = policies.budget(request)
     try:
-        async for events in _respond(policies, request, body, ticket, shared):
-            yield events
+        async with aclosing(_respond(policies, request, body, ticket, shared)) as waiting:
+            async for events in waiting:  # closed at once if the stream stops while waiting
+                yield events
         response = shared.response
         if response is None or shared.completion is not None:
             return  # stopped while waiting, or a whole (non-streamed) answer
@@ -299,11 +301,13 @@ async def _respond(
         except ResumeUnsupported:
             raise ResumeError("this server has no resumable streams") from None
     else:
-        async for item in policies.open(request, body or b"", ticket, shared.resumer):
-            if isinstance(item, list):
-                yield item
-            else:
-                response = shared.response = item
+        opening = policies.open(request, body or b"", ticket, shared.resumer)
+        async with aclosing(opening):
+            async for item in opening:
+                if isinstance(item, list):
+                    yield item
+                else:
+                    response = shared.response = item
     if response is None or shared.stopped:  # aclose() from another task while we waited
         shared.response = None
         if response is not None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
+from .._protocol.models import model_query
 from .._protocol.status import status_error
 from .._protocol.wire import ANY_DECODER
 from .._transports.base import Response, Transport, TransportError
@@ -156,7 +157,14 @@ class Endpoint:
                 )
         return b"".join(pieces)
 
+    def model_path(self, path: str) -> str:
+        """``path`` with ``?model=`` naming the configured model (a router proxies the GET to
+        that model's server), unchanged without one."""
+        return model_query(path, self.config.model)
+
     async def get_json(self, path: str) -> Any:
+        """``GET path`` (with ``?model=``, see :meth:`model_path`), decoded."""
+        path = self.model_path(path)
         status, data = await self.call("GET", path)
         if status >= 400:
             error = status_error(status, data)

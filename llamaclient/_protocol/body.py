@@ -140,7 +140,7 @@ def build_body(config: Config, request: ChatRequest, *, stream: bool = True) -> 
     """The JSON body for ``POST /v1/chat/completions``."""
     _check_request(request)
     body = _Body(
-        model=config.model or None,
+        model=request.model or config.model or None,
         messages=[_message(m, i) for i, m in enumerate(request.messages)],
         tools=[_tool(t) for t in request.tools] or None,
         tool_choice=request.tool_choice,

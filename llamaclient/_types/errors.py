@@ -11,8 +11,12 @@
     ├── StreamClosedEarlyError    the body ended before a finish reason arrived
     │   └── ResumeError           the cut stream could not be picked up (session gone)
     ├── ThinkingOverrunError      reasoning went on past the thinking budget plus its grace
+    ├── ModelLoadError            a router could not load the model (``model``, ``exit_code``)
     ├── HTTPStatusError           a non-2xx answer (``status``, ``body``, ``message``, ...)
-    │   └── ContextOverflowError  the prompt does not fit the slot (``n_prompt_tokens``, ``n_ctx``)
+    │   ├── ContextOverflowError  the prompt does not fit the slot (``n_prompt_tokens``, ``n_ctx``)
+    │   ├── ModelNotFoundError    a router has no model by that name
+    │   ├── ModelNotLoadedError   a router's model is not running (``autoload=False``, unload)
+    │   └── ModelLimitError       a router is at ``models_max`` and can unload none of them
     ├── UnsupportedInputError     an image or audio the server cannot take (``modality``)
     ├── ServerError               an in-band ``{"error": ...}`` event inside a 200 stream
     └── ProtocolError             bytes that are not what llama-server sends (``raw``)
@@ -35,6 +39,10 @@ __all__ = [
     "HTTPStatusError",
     "InferError",
     "LoadTimeoutError",
+    "ModelLimitError",
+    "ModelLoadError",
+    "ModelNotFoundError",
+    "ModelNotLoadedError",
     "ProtocolError",
     "ResumeError",
     "ServerError",
@@ -180,6 +188,34 @@ class UnsupportedInputError(InferError):
         self.status = status
         self.body = body
         self.message = message
+
+
+class ModelNotFoundError(HTTPStatusError):
+    """A router has no model by that name (``404`` on load, ``400 model '<x>' not found``)."""
+
+
+class ModelNotLoadedError(HTTPStatusError):
+    """A router's model is not running: a chat with ``autoload=False`` (``400 model is not
+    loaded``), or ``unload_model`` of a model that was not running."""
+
+
+class ModelLimitError(HTTPStatusError):
+    """A router is at ``--models-max`` and could not unload a model to make room (``500
+    model limit reached``): try again later."""
+
+
+class ModelLoadError(InferError):
+    """A router could not load ``model``: its child process exited with ``exit_code`` (None
+    when the router only said that it failed)."""
+
+    model: str
+    exit_code: int | None
+
+    def __init__(self, model: str, exit_code: int | None = None) -> None:
+        code = "" if exit_code is None else f" (exit code {exit_code})"
+        super().__init__(f"the router could not load model {model!r}{code}")
+        self.model = model
+        self.exit_code = exit_code
 
 
 class ServerError(InferError):
