@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.docblocks import DocBlockError, blocks, fragment_module
+from tests.support.docblocks import BASE_URL, DocBlockError, blocks, fragment_module
 
 PAGE = """\
 # A page
@@ -96,3 +96,16 @@ def test_a_marker_before_another_language_fails(tmp_path: Path) -> None:
 def test_an_unclosed_fence_fails(tmp_path: Path) -> None:
     with pytest.raises(DocBlockError, match="never closed"):
         blocks(write(tmp_path, "```python\nx = 1\n"))
+
+
+def test_run_router_and_the_addresses_of_a_block(tmp_path: Path) -> None:
+    page = (
+        "<!-- test: run router -->\n```python\n"
+        'URLS = ["http://10.0.0.1:8080", "http://10.0.0.2:8080", "http://10.0.0.1:8080/v1"]\n'
+        'LOCAL = "http://127.0.0.1:8080"  # not http://llama.test, which has no port\n'
+        "```\n"
+    )
+    (block,) = blocks(write(tmp_path, page))
+    assert (block.kind, block.router, block.offline) == ("run", True, False)
+    assert block.addresses == ["http://10.0.0.1:8080", "http://10.0.0.2:8080", BASE_URL]
+    assert not blocks(write(tmp_path, "```python\nx = 1\n```\n"))[0].router

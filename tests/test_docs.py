@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
@@ -26,11 +27,16 @@ from llamaclient import (
     ChatRequest,
     Client,
     Config,
+    HTTPStatusError,
+    ModelLoadError,
+    ModelLoading,
+    ModelNotFoundError,
+    ModelNotLoadedError,
     ToolMessage,
     ToolSchema,
     UserMessage,
 )
-from tests.support.docblocks import BASE_URL, Block, blocks, fragment_module
+from tests.support.docblocks import ADDRESS, BASE_URL, Block, blocks, fragment_module
 from tests.support.docfake import DocFake
 from tests.support.faultserver import FaultServer
 
@@ -59,17 +65,21 @@ def test_the_harness_finds_the_examples() -> None:
 @pytest.mark.parametrize("block", RUN, ids=_ids(RUN))
 async def test_example_runs(block: Block, tmp_path: Path) -> None:
     script = tmp_path / "example.py"
+    addresses = block.addresses
     if block.offline:
-        assert BASE_URL not in block.code, "an offline example must not name the server"
+        assert not addresses, f"an offline example names no server, not {addresses}"
         script.write_text(block.code)
         code, out, err = await _python(script)
     else:
-        assert BASE_URL in block.code, f"a run example talks to {BASE_URL} (or is offline)"
-        async with FaultServer() as srv:
-            DocFake().install(srv)
-            script.write_text(block.code.replace(BASE_URL, srv.url))
+        assert addresses, f"a run example talks to a server, e.g. {BASE_URL} (or is offline)"
+        async with AsyncExitStack() as stack:
+            fakes = {a: await stack.enter_async_context(FaultServer()) for a in addresses}
+            for srv in fakes.values():
+                DocFake(router=block.router).install(srv)
+            script.write_text(ADDRESS.sub(lambda m: fakes[m[0]].url, block.code))
             code, out, err = await _python(script)
-        assert srv.requests, f"{block.name} never asked the server:\n{out}"
+        idle = [a for a, srv in fakes.items() if not srv.requests]
+        assert not idle, f"{block.name} never asked {idle}:\n{out}"
     assert code == 0, f"{block.name} failed:\n{err}"
     assert err == "", err
 
@@ -177,3 +187,45 @@ async def test_the_fake_answers_as_the_examples_expect() -> None:
             assert first.usage.prompt_tokens == second.timings.cache_n
             typed = await client.complete(ChatRequest([UserMessage("y")], json_schema=schema))
             assert typed.content == '{"name": "Paris"}'
+
+
+@pytest.mark.asyncio
+async def test_the_fake_router_loads_fails_and_admits_as_a_router_does() -> None:
+    """``DocFake(router=True)``: models move unloaded -> loading -> loaded after a load,
+    ``broken`` fails with its exit code, ``?model=`` GETs and chats go through the router."""
+    async with FaultServer() as srv:
+        DocFake(router=True).install(srv)
+        async with Client(Config(srv.url, model="qwen3-4b")) as client:
+            assert {(m.id, m.status) for m in await client.models()} == {
+                ("qwen3-4b", "unloaded"),
+                ("gemma-3-270m", "unloaded"),
+                ("broken", "unloaded"),
+            }
+            events = [e async for e in client.chat(ChatRequest([UserMessage("x")]))]
+            loading = [e.status for e in events if isinstance(e, ModelLoading)]
+            assert loading == ["unloaded", "loading", "loaded"]
+            assert (await client.props()) is not None
+            assert "/props?model=qwen3-4b" in [r.target for r in srv.requests]
+            with pytest.raises(ModelLoadError) as failed:
+                await client.load_model("broken")
+            assert failed.value.exit_code == 1
+            broken = [m for m in await client.models() if m.id == "broken"]
+            assert (broken[0].failed, broken[0].exit_code) == (True, 1)
+            assert await client.unload_model("qwen3-4b")
+            assert not await client.unload_model("qwen3-4b")
+            request = ChatRequest([UserMessage("x")], autoload=False)
+            with pytest.raises(ModelNotLoadedError):
+                await client.complete(request)
+            with pytest.raises(ModelNotFoundError):
+                await client.load_model("no-such-model")
+            await client.health()  # a GET with ?model= loads a stopped model, as a chat does
+            assert [m.status for m in await client.models() if m.id == "qwen3-4b"] == ["loaded"]
+        async with Client(Config(srv.url, model="gemma-3-270m")) as client:
+            assert (await client.complete(ChatRequest([UserMessage("x")]))).content
+        async with Client(Config(srv.url, model="no-such-model")) as client:
+            with pytest.raises(HTTPStatusError, match="not found"):
+                await client.slots()
+    async with FaultServer() as srv:
+        DocFake().install(srv)  # a plain server lists its one model, loaded
+        async with Client(Config(srv.url)) as client:
+            assert [(m.id, m.status) for m in await client.models()] == [("model.gguf", "loaded")]

@@ -6,11 +6,17 @@ GitHub and on the site); without one, the block is ``run``:
 
 ``<!-- test: run -->`` (the default)
     A complete program. It runs as a script (``python file.py``, 60 s at most) against the
-    docs' fake llama-server (``tests/support/docfake.py``): every ``http://127.0.0.1:8080``
-    in the block is replaced by the fake's address. It must exit 0, print nothing on
-    stderr, and have sent the fake at least one request. It is also type-checked.
+    docs' fake llama-server (``tests/support/docfake.py``). Every distinct server address in
+    the block, that is every ``http://HOST:PORT`` literal (``ADDRESS``, e.g.
+    ``http://127.0.0.1:8080``, or ``http://10.0.0.1:8080`` and ``http://10.0.0.2:8080`` for
+    a pool), gets a fake of its own, and each occurrence is replaced by that fake's address.
+    It must exit 0, print nothing on stderr, and have sent every one of its fakes at least
+    one request. It is also type-checked.
+``<!-- test: run router -->``
+    The same, with every fake a llama-server router over ``docfake.ROUTER_MODELS``
+    (``qwen3-4b``, ``gemma-3-270m``, and ``broken``, whose load fails with exit code 1).
 ``<!-- test: run offline -->``
-    A complete program that needs no server (it must not name ``127.0.0.1:8080``); run and
+    A complete program that needs no server (it must name no ``http://HOST:PORT``); run and
     type-checked the same way.
 ``<!-- test: fragment -->``
     A piece of a program. It is type-checked with ``mypy --strict`` as the body of an
@@ -24,9 +30,10 @@ GitHub and on the site); without one, the block is ``run``:
     Not checked; REASON is required (and listed by the tests). For text that is not Python
     (a transcript, output), use another info string instead (```` ```text ````).
 
-A comment starting ``<!-- test:`` with any other word fails the tests, and so does a page
-whose run blocks never reach the fake. ``tests/test_docs.py`` and ``tests/test_readme.py``
-use this module; ``docs/README-for-authors.md`` says the same for page authors.
+A comment starting ``<!-- test:`` with any other word fails the tests, and so does a run
+block that leaves one of its fakes unasked. ``tests/test_docs.py`` and
+``tests/test_readme.py`` use this module; ``docs/README-for-authors.md`` says the same for
+page authors.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "ADDRESS",
     "BASE_URL",
     "FRAGMENT_PRELUDE",
     "Block",
@@ -46,6 +54,8 @@ __all__ = [
 ]
 
 BASE_URL = "http://127.0.0.1:8080"
+ADDRESS = re.compile(r"http://[A-Za-z0-9.\-]+:[0-9]+")  # a server address in a run block
+RUN_OPTIONS = ("", "offline", "router")
 KINDS = ("run", "fragment", "skip")
 
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
@@ -88,13 +98,21 @@ class Block:
     kind: str  # "run", "fragment" or "skip"
     offline: bool = False
     reason: str = ""
+    router: bool = False  # run against llama-server routers (``<!-- test: run router -->``)
 
     @property
     def name(self) -> str:
         return f"{self.path.name}:{self.line}"
 
+    @property
+    def addresses(self) -> list[str]:
+        """The distinct ``http://HOST:PORT`` literals of the code, in order of appearance:
+        the servers it talks to, one fake each."""
+        return list(dict.fromkeys(ADDRESS.findall(self.code)))
 
-def _mark(line: str, where: str) -> tuple[str, bool, str] | None:
+
+def _mark(line: str, where: str) -> tuple[str, str, str] | None:
+    """``(kind, run option, skip reason)`` from a marker line; None if it is not one."""
     match = _MARK.match(line)
     if match is None:
         return None
@@ -105,11 +123,11 @@ def _mark(line: str, where: str) -> tuple[str, bool, str] | None:
         raise DocBlockError(f"{where}: unknown marker {line.strip()!r} (use one of {KINDS})")
     if kind == "skip" and not rest:
         raise DocBlockError(f"{where}: '<!-- test: skip -->' needs a reason")
-    if kind == "run" and rest not in ("", "offline"):
-        raise DocBlockError(f"{where}: 'run' takes only 'offline', not {rest!r}")
+    if kind == "run" and rest not in RUN_OPTIONS:
+        raise DocBlockError(f"{where}: 'run' takes only 'offline' or 'router', not {rest!r}")
     if kind == "fragment" and rest:
         raise DocBlockError(f"{where}: 'fragment' takes no arguments, not {rest!r}")
-    return kind, rest == "offline", rest if kind == "skip" else ""
+    return kind, rest if kind == "run" else "", rest if kind == "skip" else ""
 
 
 def blocks(path: Path) -> list[Block]:
@@ -126,8 +144,9 @@ def blocks(path: Path) -> list[Block]:
         if _PY.match(opening["info"].strip()):
             code = textwrap.dedent("\n".join(lines[i + 1 : end])) + "\n"
             mark = _mark(lines[i - 1], f"{path.name}:{i}") if i else None
-            kind, offline, reason = mark or ("run", False, "")
-            found.append(Block(path, i + 1, code, kind, offline, reason))
+            kind, option, reason = mark or ("run", "", "")
+            block = Block(path, i + 1, code, kind, option == "offline", reason, option == "router")
+            found.append(block)
         elif i and _MARK.match(lines[i - 1]):
             raise DocBlockError(f"{path.name}:{i}: a test marker before a non-python block")
         i = end + 1

@@ -17,29 +17,43 @@ Streams are shaped like llama-server's (``chat_chunk``), with ``prompt_progress`
 ``timings`` and the usage chunk. The prompt cache is modelled the way a pinned slot behaves
 on a full-attention model: a request whose messages start with the previous request's
 messages reports the previous prompt's tokens as ``cache_n``. ``GET /health``, ``/props``
-and ``/slots`` answer like an idle one-slot server; the resumable-stream routes are left
-out (404), so clients see a server without them.
+and ``/slots`` answer like an idle one-slot server, and ``GET /models`` lists its one model
+as a plain llama-server does; the resumable-stream routes are left out (404), so clients see
+a server without them.
+
+``DocFake(router=True)`` is a router (llama-server without ``-m``) over ``ROUTER_MODELS``:
+``GET /models`` with each model's status, ``POST /models/load`` and ``/models/unload``, a
+load moving the model ``unloaded`` -> ``loading`` -> ``loaded`` over the next two looks at
+``/models`` (``broken`` goes back to ``unloaded`` with exit code 1 instead), and a chat, or a
+``GET /health``, ``/props`` or ``/slots`` with ``?model=``, answered by that model (loading
+it first, unless ``?autoload=false``) or with the router's error. The router's state and
+answers are ``tests.support.fakefleet.FakeRouter``'s.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support.fakefleet import FakeResponse, FakeRouter, Sent
 from tests.support.faultserver import (
     DONE,
     FaultServer,
     Json,
     Request,
+    Response,
     Script,
     chat_chunk,
     sse,
     stream,
 )
 
-__all__ = ["ANSWER", "REASONING", "DocFake"]
+__all__ = ["ANSWER", "PLAIN_MODEL", "REASONING", "ROUTER_MODELS", "DocFake"]
+
+PLAIN_MODEL = "model.gguf"  # what a plain llama-server lists as its one model
+ROUTER_MODELS = ("qwen3-4b", "gemma-3-270m", "broken")  # DocFake(router=True)'s models
 
 ANSWER = ("The ", "answer ", "is ", "42.")
 REASONING = ("Let me ", "think.")
@@ -98,15 +112,47 @@ def _tool(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
 class DocFake:
     """Routes a :class:`FaultServer` like an obliging llama-server; see the module doc."""
 
+    router: bool = False
     previous: list[Any] = field(default_factory=list)
     calls: int = 0
+    models: FakeRouter = field(
+        default_factory=lambda: FakeRouter(*ROUTER_MODELS, broken=("broken",))
+    )
 
     def install(self, srv: FaultServer) -> None:
-        srv.route("POST", "/v1/chat/completions", self.chat)
-        srv.route("GET", "/health", [Json(200, {"status": "ok"})])
-        srv.route("GET", "/slots", [Json(200, [{"id": 0, "is_processing": False}])])
+        srv.route("POST", "/v1/chat/completions", self._routed(self.chat))
         props = {"total_slots": 1, "default_generation_settings": {"n_ctx": 4096}}
-        srv.route("GET", "/props", [Json(200, props)])
+        for path, answer in [
+            ("/health", {"status": "ok"}),
+            ("/slots", [{"id": 0, "is_processing": False}]),
+            ("/props", props),
+        ]:
+            srv.route("GET", path, self._routed(_fixed([Json(200, answer)])))
+        if self.router:
+            srv.route("GET", "/models", self._own)
+            srv.route("POST", "/models/load", self._own)
+            srv.route("POST", "/models/unload", self._own)
+        else:
+            srv.route("GET", "/models", [Json(200, _plain_models())])
+
+    def _routed(self, serve: Callable[[Request], Script]) -> Callable[[Request], Script]:
+        """``serve`` as the model's server; in router mode the router admits the request
+        first when it names a model (a GET without ``?model=`` is the router's own)."""
+
+        def handler(request: Request) -> Script:
+            sent = _sent(request)
+            if self.router and (sent.json is not None or "model" in sent.query):
+                refused = self.models.admit(sent)
+                if refused is not None:
+                    return [_response(refused)]
+            return serve(request)
+
+        return handler
+
+    def _own(self, request: Request) -> Script:
+        answer = self.models.own_answer(_sent(request))
+        assert answer is not None, request.path
+        return [_response(answer)]
 
     def chat(self, request: Request) -> Script:
         body = request.json()
@@ -145,6 +191,24 @@ class DocFake:
         }
         rest = [{"index": 0, "function": {"arguments": p}} for p in pieces[1:]]
         return [{"tool_calls": [first]}, *({"tool_calls": [r]} for r in rest)]
+
+
+def _fixed(script: Script) -> Callable[[Request], Script]:
+    return lambda _: script
+
+
+def _sent(request: Request) -> Sent:
+    return Sent(request.method, request.target, request.body or None)
+
+
+def _response(answer: FakeResponse) -> Response:
+    content_type = answer.header("content-type") or "application/json"
+    return Response(answer.status, answer.whole(), f"{content_type}; charset=utf-8")
+
+
+def _plain_models() -> dict[str, Any]:
+    model = {"id": PLAIN_MODEL, "object": "model", "owned_by": "llamacpp", "meta": {}}
+    return {"object": "list", "data": [model]}
 
 
 def _timings(total: int, cache: int, n: int) -> dict[str, Any]:

@@ -62,6 +62,10 @@ class FakeResponse:
         await anyio.lowlevel.checkpoint()
         return self._pieces.pop(0) if self._pieces else b""
 
+    def whole(self) -> bytes:
+        """The whole answer at once (for an answer without a ``gate``)."""
+        return b"".join(self._pieces)
+
     async def aread(self) -> bytes:
         pieces = []
         while data := await self.read():
@@ -174,24 +178,41 @@ class FakeRouter(FakeServer):
         self.chat_error: tuple[int, str] | None = None  # every chat answers this error
 
     def answer(self, sent: Sent) -> FakeResponse:
+        own = self.own_answer(sent)
+        if own is not None:
+            return own
+        if sent.path == "/v1/chat/completions":
+            if self.chat_error is not None:
+                return _json(self.chat_error[0], error_body(*self.chat_error))
+            refused = self.admit(sent)
+            if refused is not None:
+                return refused
+        return super().answer(sent)
+
+    def own_answer(self, sent: Sent) -> FakeResponse | None:
+        """The router's answer on its own routes (``GET /models``, ``POST /models/load``,
+        ``POST /models/unload``); None for any other request."""
         if sent.path == "/models" and sent.method == "GET":
             self._advance()
             return _json(200, {"data": [self._entry(m) for m in self.status], "object": "list"})
         if sent.path in ("/models/load", "/models/unload"):
             return self._load(sent)
+        return None
+
+    def admit(self, sent: Sent) -> FakeResponse | None:
+        """Before handing a request to its model's server (the model named in the body, else
+        by ``?model=``): the router's error for an unknown model, a stopped one with
+        ``?autoload=false`` or a ``broken`` one; else None, the model now loaded (autoload)."""
         model = (sent.json or {}).get("model") if sent.json else sent.query.get("model")
-        if sent.path == "/v1/chat/completions":
-            if self.chat_error is not None:
-                return _json(self.chat_error[0], error_body(*self.chat_error))
-            if model not in self.status:
-                return _json(400, error_body(400, f"model '{model}' not found"))
-            if self.status[model] != "loaded":
-                if sent.query.get("autoload") == "false":
-                    return _json(400, error_body(400, "model is not loaded"))
-                if model in self.broken:
-                    return _json(500, error_body(500, f"model name={model} failed to load"))
-                self.status[model] = "loaded"
-        return super().answer(sent)
+        if model not in self.status:
+            return _json(400, error_body(400, f"model '{model}' not found"))
+        if self.status[model] != "loaded":
+            if sent.query.get("autoload") == "false":
+                return _json(400, error_body(400, "model is not loaded"))
+            if model in self.broken:
+                return _json(500, error_body(500, f"model name={model} failed to load"))
+            self.status[model] = "loaded"
+        return None
 
     def _entry(self, model: str) -> dict[str, Any]:
         status: dict[str, Any] = {"value": self.status[model], "args": []}
