@@ -4,7 +4,7 @@ from ._arguments.stream import ArgumentStream, FieldHandle, FieldText
 from ._client import Client
 from ._protocol.assembler import Assembler
 from ._protocol.body import build_body
-from ._stream import ChatStream
+from ._stream import ChatStream, StreamState
 from ._transports.base import Response, Transport, TransportError
 from ._types.completion import Completion, FinishReason, Timings, Usage
 from ._types.config import Config
@@ -83,6 +83,7 @@ __all__ = [
     "ServerError",
     "StalledError",
     "StreamClosedEarlyError",
+    "StreamState",
     "SystemMessage",
     "ThinkingCapped",
     "ThinkingOverrunError",
