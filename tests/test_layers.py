@@ -1,6 +1,7 @@
 """The layout is the design: each folder is a layer, and imports only point down.
 
     _types  <  _protocol, _arguments  <  _transports  <  _policy  <  _stream  <  _client
+            <  __init__  <  testing, _embedded  <  _cli  <  __main__
 
 Every ``import`` counts, also those under ``TYPE_CHECKING`` and inside functions, and there
 is no import cycle between modules.
@@ -21,6 +22,12 @@ RANK = {
     "_stream": 4,
     "_client": 5,
     "__init__": 6,
+    # Outside the library proper, on top of it: the testing kit, the embedded server
+    # launcher (stdlib only), the CLI that uses both, and ``python -m llamaclient``.
+    "testing": 7,
+    "_embedded": 7,
+    "_cli": 8,
+    "__main__": 9,
 }
 
 
