@@ -66,4 +66,6 @@ def run(args: argparse.Namespace) -> int:
         view, _ = _view(args.json)
         return replay_main(args.file, view)
     console = Console(highlight=False)
-    return doctor_main(args.url, lambda v: console.print(verdict_line(v)), args.timeout)
+    return doctor_main(
+        args.url, lambda v: console.print(verdict_line(v), soft_wrap=True), args.timeout
+    )

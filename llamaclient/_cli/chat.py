@@ -57,18 +57,28 @@ class ChatOptions:
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def _scheduler() -> Callable[[Callable[[], None]], object]:
+    """How to run a callback in the running event loop from a signal handler."""
+    try:
+        return asyncio.get_running_loop().call_soon_threadsafe
+    except RuntimeError:  # trio
+        import trio
+
+        return trio.lowlevel.current_trio_token().run_sync_soon
+
+
 @contextlib.contextmanager
 def on_sigint(callback: Callable[[], None]) -> Iterator[None]:
     """Call ``callback`` (in the event loop) on Ctrl-C or SIGTERM, instead of
     KeyboardInterrupt or death, while inside; a second Ctrl-C interrupts as usual. (With
     resumable streams a dropped connection no longer stops the generation: only the clean
     stop that follows tells the server to.)"""
-    loop = asyncio.get_running_loop()
+    schedule = _scheduler()
     previous = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
 
     def handler(signum: int, frame: object) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        loop.call_soon_threadsafe(callback)
+        schedule(callback)
 
     try:
         for sig in _STOP_SIGNALS:
