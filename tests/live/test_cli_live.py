@@ -1,7 +1,8 @@
 """``llamaclient`` against a real llama-server (scripted model), in a real pseudo-terminal
-(pexpect), read back as the screen a terminal shows (pyte): the chat screen (prompt bar, answer, last line), an interactive session whose
-second turn reuses the prompt cache, JSON lines, ``doctor``, and Ctrl-C in the middle of a
-generation, after which the server's slot must be free within 2 s.
+(pexpect), read back as the screen a terminal shows (pyte): the chat screen (prompt bar,
+answer, last line), an interactive session whose second turn reuses the prompt cache, JSON
+lines, ``doctor``, and Ctrl-C in the middle of a generation, after which the server's slot
+must be free within 2 s.
 
 The server's default ``logit_bias`` (``-l``) suppresses the script token ``check``: a request
 with thinking on then reasons forever (the scripted ``endless_reasoning``), one without
@@ -22,7 +23,6 @@ from pathlib import Path
 import httpx
 import pexpect
 import pyte
-import pytest
 
 from devtools.vocab import TOKEN_IDS
 
