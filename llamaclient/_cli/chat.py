@@ -100,6 +100,8 @@ async def run_turn(client: Client, request: ChatRequest, view: View) -> tuple[in
         with anyio.CancelScope() as scope, on_sigint(scope.cancel):
             async with stream:
                 async for event in stream:
+                    if scope.cancel_called:  # events already buffered: show no more
+                        break
                     view.show(event)
     except InferError as exc:
         view.failed(exc, stream.partial)

@@ -121,20 +121,16 @@ class ConsoleView:
                 TextColumn("prompt"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TextColumn("tokens · {task.fields[rate]}"),
+                TextColumn("tokens{task.fields[rate]}"),
                 console=self.console,
                 auto_refresh=False,
             )
             self._bar.start()
             self._task = self._bar.add_task("prompt", total=event.total, rate="")
         assert self._task is not None
-        new = event.processed - event.cache
-        rate = ""
-        if event.time_ms and new > 0:
-            rate = f"{new / (event.time_ms / 1000):,.0f} tokens/s"
-        if event.cache:
-            rate += f" · {event.cache} from cache"
-        self._bar.update(self._task, total=event.total, completed=event.processed, rate=rate)
+        self._bar.update(
+            self._task, total=event.total, completed=event.processed, rate=_rate(event)
+        )
         self._bar.refresh()
 
     def _end_bar(self) -> None:
@@ -160,6 +156,18 @@ class ConsoleView:
         self._last_line(
             summary(partial, stopped=f"{type(error).__name__}: {error}"), "bold red"
         )
+
+
+def _rate(event: PromptProgress) -> str:
+    """`` · 1,234 tokens/s · 20 from cache``: the prompt tokens evaluated per second (cached
+    ones cost nothing) and the cache reuse, each when known."""
+    parts = []
+    new = event.processed - event.cache
+    if event.time_ms and new > 0:
+        parts.append(f"{new / (event.time_ms / 1000):,.0f} tokens/s")
+    if event.cache:
+        parts.append(f"{event.cache} from cache")
+    return "".join(f" · {p}" for p in parts)
 
 
 def _note_text(event: ChatEvent) -> str:

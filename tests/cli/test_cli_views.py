@@ -204,3 +204,36 @@ def test_without_rich_it_says_how_to_install_it(
     assert main(["replay", "x.http"]) == EXIT["missing"] == 5
     assert INSTALL_HINT in capsys.readouterr().err
     assert "pip install 'llamaclient[cli]'" in INSTALL_HINT
+
+
+def test_prompt_rate_text() -> None:
+    from llamaclient import Progress
+    from llamaclient._cli.view import _rate
+
+    assert _rate(Progress(100, 20, 100, 40.0)) == " · 2,000 tokens/s · 20 from cache"
+    assert _rate(Progress(100, 0, 0, 0.0)) == ""
+    assert _rate(Progress(100, 99, 99, None)) == " · 99 from cache"
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_mid_stream_the_partial_is_exactly_what_was_shown() -> None:
+    """Ctrl-C while events keep coming: the view shows no more once the stop is seen, and
+    the partial it gets is exactly the text it showed."""
+    from llamaclient import Content
+
+    shown: list[str] = []
+
+    class Interrupting(ConsoleView):
+        def show(self, event: Any) -> None:
+            if isinstance(event, Content):
+                shown.append(event.text)
+                if len(shown) == 3:
+                    os.kill(os.getpid(), signal.SIGINT)
+            super().show(event)
+
+    view = Interrupting(Console(file=io.StringIO(), width=100, color_system=None))
+    fake = FakeLlama().reply(" ".join(f"w{i}" for i in range(200)))
+    code, partial = await turn(fake, view)
+    assert code == 130
+    assert 3 <= len(shown) < 200
+    assert partial.content == "".join(shown)
