@@ -67,27 +67,36 @@ def _scheduler() -> Callable[[Callable[[], None]], object]:
         return trio.lowlevel.current_trio_token().run_sync_soon
 
 
+class StopRequest:
+    """Set by the signal handler itself (so the loop sees it before the event loop has run
+    the cancel it scheduled)."""
+
+    requested = False
+
+
 @contextlib.contextmanager
-def on_sigint(callback: Callable[[], None]) -> Iterator[None]:
+def on_sigint(callback: Callable[[], None]) -> Iterator[StopRequest]:
     """Call ``callback`` (in the event loop) on Ctrl-C or SIGTERM, instead of
     KeyboardInterrupt or death, while inside; a second Ctrl-C interrupts as usual. (With
     resumable streams a dropped connection no longer stops the generation: only the clean
     stop that follows tells the server to.)"""
     schedule = _scheduler()
+    stop = StopRequest()
     previous = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
 
     def handler(signum: int, frame: object) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        stop.requested = True
         schedule(callback)
 
     try:
         for sig in _STOP_SIGNALS:
             signal.signal(sig, handler)
     except ValueError:  # not the main thread: no Ctrl-C handling here
-        yield
+        yield stop
         return
     try:
-        yield
+        yield stop
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
@@ -97,10 +106,10 @@ async def run_turn(client: Client, request: ChatRequest, view: View) -> tuple[in
     """Stream one turn into ``view``: the exit code and the Completion (or what arrived)."""
     stream = client.chat(request)
     try:
-        with anyio.CancelScope() as scope, on_sigint(scope.cancel):
+        with anyio.CancelScope() as scope, on_sigint(scope.cancel) as stop:
             async with stream:
                 async for event in stream:
-                    if scope.cancel_called:  # events already buffered: show no more
+                    if stop.requested:  # events already buffered: show no more
                         break
                     view.show(event)
     except InferError as exc:
