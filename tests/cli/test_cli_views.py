@@ -237,3 +237,23 @@ async def test_ctrl_c_mid_stream_the_partial_is_exactly_what_was_shown() -> None
     assert code == 130
     assert len(shown) == 3  # the signal is handled at once: nothing more is shown
     assert partial.content == "".join(shown)
+
+
+def test_pyproject_declares_the_command_and_its_extra() -> None:
+    import tomllib
+
+    project = tomllib.loads((RECORDINGS.parent / "pyproject.toml").read_text())["project"]
+    assert project["scripts"] == {"llamaclient": "llamaclient._cli:main"}
+    assert project["optional-dependencies"]["cli"] == ["rich>=13"]
+    assert not any(d.startswith("rich") for d in project["dependencies"])
+
+
+def test_python_dash_m_is_the_same_command() -> None:
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "llamaclient", "--help"], capture_output=True,
+                          text=True, check=False, env={"PYTHONPATH": str(RECORDINGS.parent)})
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("usage: llamaclient ")
+    assert "Exit codes: 0 done, 1 chat failed" in proc.stdout.replace("\n", " ").replace(
+        "  ", " ")
