@@ -148,12 +148,12 @@ class ChatStream:
             return "the stream has not finished yet: iterate it to the end first"
         if state is StreamState.STOPPED:
             return (
-                "the stream was stopped before it finished (closed or cancelled): "
+                "the stream has not finished: it was stopped (closed or cancelled); "
                 "stream.partial has what arrived"
             )
         error = self._shared.error
         return (
-            f"the stream failed with {type(error).__name__}: {error}; "
+            f"the stream has not finished: it failed with {type(error).__name__}: {error}; "
             "stream.partial has what arrived"
         )
 

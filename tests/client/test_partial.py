@@ -68,7 +68,7 @@ async def test_stopped_stream_keeps_what_arrived(
     assert not stream_.finished
     assert stream_.partial.content == "Hello"
     assert stream_.partial.finish_reason is None
-    with pytest.raises(RuntimeError, match="stopped before it finished"):
+    with pytest.raises(RuntimeError, match="not finished: it was stopped"):
         stream_.completion  # noqa: B018
 
 
@@ -109,7 +109,8 @@ async def test_a_failed_stream_names_its_error(
     assert stream_.error is info.value
     assert stream_.partial == info.value.partial
     assert stream_.partial.content == "Hello"
-    with pytest.raises(RuntimeError, match=r"failed with StalledError: no bytes for 0\.2 s"):
+    why = r"not finished: it failed with StalledError: no bytes for 0\.2 s"
+    with pytest.raises(RuntimeError, match=why):
         stream_.completion  # noqa: B018
 
 
