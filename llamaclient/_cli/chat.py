@@ -109,9 +109,9 @@ async def run_turn(client: Client, request: ChatRequest, view: View) -> tuple[in
         with anyio.CancelScope() as scope, on_sigint(scope.cancel) as stop:
             async with stream:
                 async for event in stream:
+                    view.show(event)  # taken from the stream: it is in the partial, show it
                     if stop.requested:  # events already buffered: show no more
                         break
-                    view.show(event)
     except InferError as exc:
         view.failed(exc, stream.partial)
         return (EXIT["unreachable"] if isinstance(exc, ConnectError) else EXIT["failed"]), (

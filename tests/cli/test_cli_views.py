@@ -235,7 +235,9 @@ async def test_ctrl_c_mid_stream_the_partial_is_exactly_what_was_shown() -> None
     fake = FakeLlama().reply(" ".join(f"w{i}" for i in range(200)))
     code, partial = await turn(fake, view)
     assert code == 130
-    assert len(shown) == 3  # the signal is handled at once: nothing more is shown
+    # The handler runs at the next bytecode boundary of the main thread (at once on asyncio;
+    # an event or so later under trio): the stream stops long before its 200 words.
+    assert 3 <= len(shown) < 10
     assert partial.content == "".join(shown)
 
 
