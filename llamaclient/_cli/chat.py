@@ -28,6 +28,7 @@ from .. import (
 )
 from .._embedded import ServerDied, start_embedded, while_alive
 from .._embedded.server import LlamaServer, LlamaServerError
+from .._transports.base import Transport
 from ..testing import FakeLlama
 from .view import View
 
@@ -52,6 +53,7 @@ class ChatOptions:
     thinking: bool = False
     max_tokens: int | None = 512
     history: list[ChatMessage] = field(default_factory=list)
+    transport: Transport | None = None  # tests: a FakeLlama's
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -135,7 +137,7 @@ def _request(options: ChatOptions, prompt: str) -> ChatRequest:
 async def _turn(url: str, options: ChatOptions, prompt: str, view: View) -> int:
     config = Config(base_url=url, model=options.model or "", load_timeout=300)
     request = _request(options, prompt)
-    async with Client(config) as client:
+    async with Client(config, transport=options.transport) as client:
         code, completion = await run_turn(client, request, view)
     if code == EXIT["ok"]:  # exact echo: the next turn reuses the prompt cache
         options.history += [UserMessage(prompt), completion.message()]

@@ -61,3 +61,33 @@ def test_verdict_lines_are_marked_by_level() -> None:
     assert verdict_line(Verdict("chat", "bad", "no")).plain.startswith("✗ chat")
     assert verdict_line(Verdict("x", "warn", "")).plain.startswith("! x")
     assert verdict_line(Verdict("x", "info", "")).plain.startswith("· x")
+
+
+class Router(FakeLlama):
+    def props(self) -> dict[str, object]:
+        return {"role": "router", "max_instances": 4, "models_autoload": True}
+
+
+class Sleeping(FakeLlama):
+    def props(self) -> dict[str, object]:
+        return {**super().props(), "is_sleeping": True, "chat_template": "",
+                "chat_template_caps": {}, "modalities": {"vision": True, "audio": False}}
+
+
+async def test_a_router() -> None:
+    ok, seen = await verdicts(Router().reply("OK"))
+    assert ok
+    assert seen["model"].detail == "chosen per request (router)"
+    assert seen["router mode"].detail.startswith("yes: models fake-model")
+    assert seen["context"].detail == "unknown (no /props)"
+
+
+async def test_a_sleeping_server_without_jinja_with_vision() -> None:
+    ok, seen = await verdicts(Sleeping().reply("OK"))
+    assert ok
+    assert (seen["model"].level, seen["model"].detail) == (
+        "warn", "fake-model: sleeping (wakes on the next chat)")
+    assert (seen["tools"].level, seen["tools"].detail) == (
+        "warn", "unknown: no chat template reported")
+    assert seen["thinking"].detail == "no: the template shows no reasoning"
+    assert seen["multimodal"].detail == "yes: vision"

@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llamaclient import (
     AssistantMessage,
@@ -347,3 +350,28 @@ async def test_replay_of_a_cut_recording_breaks() -> None:
     events, _, error = await run(fake)
     assert type(error) is StreamClosedEarlyError
     assert texts(events, Content)
+
+
+# -- any answer arrives whole -------------------------------------------------------------
+TEXT = st.text(st.characters(codec="utf-8"), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(content=TEXT, reasoning=TEXT, args=TEXT, chunk=st.none() | st.integers(1, 7))
+def test_any_answer_arrives_whole_in_its_pieces(
+    content: str, reasoning: str, args: str, chunk: int | None
+) -> None:
+    """Whatever the text and the piece size, the Completion is exactly what was scripted and
+    the events' pieces join to it (our client reads the fake's bytes like a server's)."""
+    call = ToolCall("id-1", "f", args)
+    fake = FakeLlama().reply(content or None, reasoning=reasoning or None, tool_calls=[call],
+                             chunk=chunk)
+    events, completion, error = anyio.run(run, fake)
+    assert error is None
+    assert completion is not None
+    assert completion.content == (content or None)
+    assert completion.reasoning_content == (reasoning or None)
+    assert completion.tool_calls == (call,)
+    assert "".join(texts(events, Content)) == content
+    assert "".join(texts(events, Reasoning)) == reasoning
+    assert "".join(e.arguments for e in events if isinstance(e, ToolCallDelta)) == args
