@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from .. import (
 from .._embedded import ServerDied, start_embedded, while_alive
 from .._embedded.server import LlamaServer, LlamaServerError
 from .._transports.base import Transport
-from ..testing import FakeLlama
+from ..testing import FakeLlama, RecordingFormatError
 from .view import View
 
 __all__ = ["EXIT", "ChatOptions", "chat_main", "replay_main", "run_turn"]
@@ -165,6 +166,18 @@ def _prompts(prompt: str | None, interactive: bool, ask: Callable[[], str]) -> I
             yield text
 
 
+def _start(embedded_model: Path | None) -> LlamaServer | None:
+    """The embedded server, started; None (after saying why) when it cannot start."""
+    try:
+        server = start_embedded(embedded_model)
+    except (LlamaServerError, OSError, subprocess.CalledProcessError) as exc:
+        print(f"the embedded llama-server could not start: {exc}", file=sys.stderr)
+        return None
+    print(f"llama-server on {server.base_url} (log: {server.log_path})",
+          file=sys.stderr, flush=True)
+    return server
+
+
 def chat_main(
     options: ChatOptions,
     prompt: str | None,
@@ -174,27 +187,24 @@ def chat_main(
     embedded_model: Path | None = None,
 ) -> int:
     """Run the chat (one turn, or ``interactive`` turns until end of input) against
-    ``options.url`` or the embedded server; returns the exit code."""
+    ``options.url`` or the embedded server; returns the exit code (an interactive session
+    that reaches the end of its input: 0)."""
     server: LlamaServer | None = None
     try:
         if options.url is None:
-            server = start_embedded(embedded_model)
-            print(f"llama-server on {server.base_url} (log: {server.log_path})",
-                  file=sys.stderr, flush=True)
+            server = _start(embedded_model)
+            if server is None:
+                return EXIT["embedded"]
         url = options.url or (server.base_url if server else "")
-        code = EXIT["ok"]
         for text in _prompts(prompt, interactive, ask):
             code = _one_turn(server, url, options, text, view)
             if code != EXIT["ok"] and not (interactive and code in (1, 130)):
-                break
-        return code
+                return code
+        return EXIT["ok"] if interactive else code
     except KeyboardInterrupt:
         return EXIT["interrupted"]
     except ServerDied as exc:
         print(f"\n{exc}", file=sys.stderr)
-        return EXIT["embedded"]
-    except (LlamaServerError, OSError) as exc:
-        print(f"the embedded llama-server could not start: {exc}", file=sys.stderr)
         return EXIT["embedded"]
     finally:
         if server is not None:
@@ -209,5 +219,9 @@ async def _replay(path: Path, view: View) -> int:
 
 
 def replay_main(path: Path, view: View) -> int:
-    """Render the recorded stream in ``path`` as ``chat`` would."""
-    return asyncio.run(_replay(path, view))
+    """Render the recorded stream in ``path`` as ``chat`` would (exit 2: not a recording)."""
+    try:
+        return asyncio.run(_replay(path, view))
+    except (OSError, RecordingFormatError) as exc:
+        print(f"cannot replay {path}: {exc}", file=sys.stderr)
+        return EXIT["usage"]

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from llamaclient import AssistantMessage, SystemMessage, UserMessage
@@ -78,3 +80,31 @@ def test_a_failed_turn_is_left_out_and_the_session_goes_on() -> None:
 def test_a_failed_single_turn_is_exit_1() -> None:
     code, _ = run(FakeLlama().fail(error="boom"), "hello", False)
     assert code == 1
+
+
+def test_an_interactive_session_that_reaches_its_end_is_exit_0() -> None:
+    fake = FakeLlama().reply("One.").fail(cut_after=1).reply("broken")
+    code, screen = run(fake, "first", True, "second")
+    assert "── StreamClosedEarlyError" in screen
+    assert code == 0
+
+
+def test_an_embedded_server_that_cannot_start_is_exit_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LLAMA_SERVER_BIN", str(tmp_path / "no-such-llama-server"))
+    view = ConsoleView(Console(file=io.StringIO()))
+    code = chat_main(ChatOptions(), "hello", False, view, asker(), tmp_path / "m.gguf")
+    assert code == 4
+    assert "the embedded llama-server could not start: llama-server not found" in (
+        capsys.readouterr().err)
+
+
+def test_replay_of_something_else_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from llamaclient._cli import main
+
+    assert main(["replay", "/no/such/file.http"]) == 2
+    assert main(["replay", __file__]) == 2
+    err = capsys.readouterr().err
+    assert "cannot replay /no/such/file.http" in err
+    assert "no '>>> request' line" in err
