@@ -1,6 +1,7 @@
 """``llamaclient doctor``: what a llama-server supports, one verdict per line.
 
-Each check is one small request; the last one is a real one-token chat, the proof that the
+Each check is one small request (the raw JSON of ``/props`` and ``/slots``, so every field the
+server reports can be looked at); the last one is a real one-token chat, the proof that the
 server can serve chats. The exit code is non-zero when it cannot.
 """
 
@@ -13,14 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import (
-    ChatRequest,
-    Client,
-    Config,
-    HTTPStatusError,
-    InferError,
-    UserMessage,
-)
+from .. import ChatRequest, Client, Config, InferError, UserMessage
 
 __all__ = ["Verdict", "diagnose", "doctor_main"]
 
@@ -62,12 +56,14 @@ async def _reachable(client: Client, seen: _Seen) -> Verdict:
 
 async def _model(client: Client, seen: _Seen) -> Verdict:
     try:
-        seen.props = await client.props()
+        status, props = await _status(client, "GET", "/props")
     except InferError as exc:
-        if seen.health == 503:
-            return Verdict("model", WARN, "loading (the client waits for it)")
         return Verdict("model", BAD, f"/props failed: {exc}")
-    props = seen.props
+    if status == 503:
+        return Verdict("model", WARN, "loading (the client waits for it)")
+    if status >= 300 or not isinstance(props, dict):
+        return Verdict("model", BAD, f"/props failed: HTTP {status}")
+    seen.props = props
     if props.get("role") == "router":
         return Verdict("model", INFO, "chosen per request (router)")
     name = props.get("model_alias") or props.get("model_path") or "?"
@@ -142,11 +138,11 @@ async def _multimodal(client: Client, seen: _Seen) -> Verdict:
 
 async def _slots(client: Client, seen: _Seen) -> Verdict:
     try:
-        slots = await client.slots()
-    except HTTPStatusError as exc:
-        return Verdict("/slots", INFO, f"no (HTTP {exc.status}): slot pinning cannot see busy")
+        status, slots = await _status(client, "GET", "/slots")
     except InferError as exc:
         return Verdict("/slots", WARN, f"unknown: {exc}")
+    if status >= 300 or not isinstance(slots, list):
+        return Verdict("/slots", INFO, f"no (HTTP {status}): slot pinning cannot see busy")
     busy = sum(1 for s in slots if isinstance(s, dict) and s.get("is_processing"))
     return Verdict("/slots", OK, f"yes: {len(slots)} slot(s), {busy} busy")
 

@@ -475,7 +475,9 @@ def _message(m: Any) -> ChatMessage | dict[str, Any]:
                      {k: v for k, v in c.items() if k not in ("id", "type", "function")})
             for c in m.get("tool_calls") or []
         )
-        return AssistantMessage(content or None, m.get("reasoning_content"), calls)
+        return AssistantMessage(
+            content=content or None, reasoning_content=m.get("reasoning_content"), tool_calls=calls
+        )
     return m
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -279,10 +280,16 @@ async def test_no_reply_queued_says_so() -> None:
 
 async def test_helper_endpoints_answer() -> None:
     fake = FakeLlama(n_ctx=8192, n_slots=2)
-    async with fake.client() as client:
-        assert await client.health() == {"status": "ok"}
-        props = await client.props()
-        slots = await client.slots()
+    transport = fake.transport()
+
+    async def get(path: str) -> Any:
+        response = await transport.send("GET", fake.url + path, {}, None)
+        assert response.status == 200
+        return json.loads(await response.aread())
+
+    assert await get("/health") == {"status": "ok"}
+    props = await get("/props")
+    slots = await get("/slots")
     assert props["default_generation_settings"]["n_ctx"] == 8192
     assert props["total_slots"] == 2
     assert [s["id"] for s in slots] == [0, 1]
