@@ -259,3 +259,14 @@ def test_python_dash_m_is_the_same_command() -> None:
     assert proc.stdout.startswith("usage: llamaclient ")
     assert "Exit codes: 0 done, 1 chat failed" in proc.stdout.replace("\n", " ").replace(
         "  ", " ")
+
+
+def test_import_llamaclient_imports_neither_the_cli_nor_rich() -> None:
+    import subprocess
+
+    code = ("import sys, llamaclient; print(sorted(m for m in sys.modules if m == 'rich' or "
+            "m.startswith(('llamaclient._cli', 'llamaclient.testing', 'llamaclient._embedded', "
+            "'pytest'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={"PYTHONPATH": str(RECORDINGS.parent)})
+    assert proc.stdout.strip() == "[]"
