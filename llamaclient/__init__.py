@@ -2,6 +2,7 @@
 
 from ._arguments.stream import ArgumentStream, FieldHandle, FieldText
 from ._client import Client
+from ._pool import Pool, PoolStream
 from ._protocol.assembler import Assembler
 from ._protocol.body import build_body
 from ._stream import ChatStream, StreamState
@@ -15,23 +16,30 @@ from ._types.errors import (
     HTTPStatusError,
     InferError,
     LoadTimeoutError,
+    ModelLimitError,
+    ModelLoadError,
+    ModelNotFoundError,
+    ModelNotLoadedError,
     ProtocolError,
     ResumeError,
     ServerError,
     StalledError,
     StreamClosedEarlyError,
     ThinkingOverrunError,
+    UnsupportedInputError,
     WaitTimeoutError,
 )
 from ._types.events import (
     ArgumentDelta,
     ChatEvent,
     Content,
+    ModelLoading,
     Progress,
     Queued,
     Reasoning,
     Resuming,
     Retrying,
+    Routed,
     ThinkingCapped,
     ToolCallDelta,
     ToolCallDone,
@@ -39,14 +47,21 @@ from ._types.events import (
 )
 from ._types.messages import (
     AssistantMessage,
+    AudioPart,
     ChatMessage,
+    ContentPart,
+    ImagePart,
     SystemMessage,
+    TextPart,
     ToolCall,
     ToolMessage,
     ToolSchema,
     UserMessage,
 )
+from ._types.models import ModelInfo
+from ._types.openai import from_openai, to_openai
 from ._types.request import ChatRequest
+from ._types.server import GenerationSettings, Modalities, Props, Slot, TemplateCaps
 
 __version__ = "0.1.0"
 
@@ -55,6 +70,7 @@ __all__ = [
     "ArgumentStream",
     "Assembler",
     "AssistantMessage",
+    "AudioPart",
     "BusyError",
     "ChatEvent",
     "ChatMessage",
@@ -65,14 +81,27 @@ __all__ = [
     "Config",
     "ConnectError",
     "Content",
+    "ContentPart",
     "ContextOverflowError",
     "FieldHandle",
     "FieldText",
     "FinishReason",
+    "GenerationSettings",
     "HTTPStatusError",
+    "ImagePart",
     "InferError",
     "LoadTimeoutError",
+    "Modalities",
+    "ModelInfo",
+    "ModelLimitError",
+    "ModelLoadError",
+    "ModelLoading",
+    "ModelNotFoundError",
+    "ModelNotLoadedError",
+    "Pool",
+    "PoolStream",
     "Progress",
+    "Props",
     "ProtocolError",
     "Queued",
     "Reasoning",
@@ -80,11 +109,15 @@ __all__ = [
     "ResumeError",
     "Resuming",
     "Retrying",
+    "Routed",
     "ServerError",
+    "Slot",
     "StalledError",
     "StreamClosedEarlyError",
     "StreamState",
     "SystemMessage",
+    "TemplateCaps",
+    "TextPart",
     "ThinkingCapped",
     "ThinkingOverrunError",
     "Timings",
@@ -95,10 +128,13 @@ __all__ = [
     "ToolSchema",
     "Transport",
     "TransportError",
+    "UnsupportedInputError",
     "Usage",
     "UserMessage",
     "WaitTimeoutError",
     "Waiting",
     "__version__",
     "build_body",
+    "from_openai",
+    "to_openai",
 ]

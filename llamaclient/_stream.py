@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from contextlib import aclosing
 
 import anyio
 import msgspec
@@ -322,12 +323,14 @@ async def _run(
     policies: ChatPolicies, request: ChatRequest, body: bytes | None, shared: _Shared
 ) -> AsyncGenerator[list[ChatEvent], None]:
     """The loop: wait for a response, then read → SSE framing → assembler → events."""
+    await policies.check_inputs(request)  # before anything is held or sent
     slot = request.slot
     ticket = policies.slots.join(slot) if slot is not None else None
     budget = policies.budget(request)
     try:
-        async for events in _respond(policies, request, body, ticket, shared):
-            yield events
+        async with aclosing(_respond(policies, request, body, ticket, shared)) as waiting:
+            async for events in waiting:  # closed at once if the stream stops while waiting
+                yield events
         response = shared.response
         if response is None or shared.completion is not None:
             return  # stopped while waiting, or a whole (non-streamed) answer
@@ -434,11 +437,13 @@ async def _respond(
         except ResumeUnsupported:
             raise ResumeError("this server has no resumable streams") from None
     else:
-        async for item in policies.open(request, body or b"", ticket, shared.resumer):
-            if isinstance(item, list):
-                yield item
-            else:
-                response = shared.response = item
+        opening = policies.open(request, body or b"", ticket, shared.resumer)
+        async with aclosing(opening):
+            async for item in opening:
+                if isinstance(item, list):
+                    yield item
+                else:
+                    response = shared.response = item
     if response is None or shared.stopped:  # aclose() from another task while we waited
         shared.response = None
         if response is not None:
@@ -514,9 +519,7 @@ def _failed(
         raise
 
 
-def _after_break(
-    exc: TransportError, shared: _Shared, capped: bool, stall: float | None
-) -> None:
+def _after_break(exc: TransportError, shared: _Shared, capped: bool, stall: float | None) -> None:
     """The connection failed while streaming: a quiet end, a whole answer, or an error with
     the partial."""
     asm = shared.asm

@@ -1,6 +1,6 @@
 """The layout is the design: each folder is a layer, and imports only point down.
 
-    _types  <  _protocol, _arguments  <  _transports  <  _policy  <  _stream  <  _client
+    _types  <  _protocol, _arguments  <  _transports  <  _policy  <  _stream  <  _client  <  _pool
             <  __init__  <  testing, _embedded  <  _cli  <  __main__
 
 Every ``import`` counts, also those under ``TYPE_CHECKING`` and inside functions, and there
@@ -21,13 +21,14 @@ RANK = {
     "_policy": 3,
     "_stream": 4,
     "_client": 5,
-    "__init__": 6,
+    "_pool": 6,
+    "__init__": 7,
     # Outside the library proper, on top of it: the testing kit, the embedded server
     # launcher (stdlib only), the CLI that uses both, and ``python -m llamaclient``.
-    "testing": 7,
-    "_embedded": 7,
-    "_cli": 8,
-    "__main__": 9,
+    "testing": 8,
+    "_embedded": 8,
+    "_cli": 9,
+    "__main__": 10,
 }
 
 
