@@ -22,7 +22,7 @@ PYPROJECT = nox.project.load_toml("pyproject.toml")
 
 def _install(session: nox.Session, *groups: str) -> None:
     """The project (editable) and its dependency groups (see pyproject.toml)."""
-    session.install("-e", ".", *nox.project.dependency_groups(PYPROJECT, *groups))
+    session.install("-e", ".[cli]", *nox.project.dependency_groups(PYPROJECT, *groups))
     if "live" in groups:  # a portable llama-server, built once (devtools/build_server.py)
         session.run("python", "-m", "devtools.build_server")
 
@@ -77,7 +77,7 @@ def record(session: nox.Session) -> None:
 @nox.session
 def demo(session: nox.Session) -> None:
     _install(session, "live", "demo")
-    session.run("python", "-m", "devtools.demo", *session.posargs)
+    session.run("llamaclient", "chat", *(session.posargs or ["Hello!"]))
 
 
 # The pure core: no I/O, so its own tests must reach every line and branch.

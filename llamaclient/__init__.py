@@ -5,7 +5,7 @@ from ._client import Client
 from ._pool import Pool, PoolStream
 from ._protocol.assembler import Assembler
 from ._protocol.body import build_body
-from ._stream import ChatStream
+from ._stream import ChatStream, StreamState
 from ._transports.base import Response, Transport, TransportError
 from ._types.completion import Completion, FinishReason, Timings, Usage
 from ._types.config import Config
@@ -114,6 +114,7 @@ __all__ = [
     "Slot",
     "StalledError",
     "StreamClosedEarlyError",
+    "StreamState",
     "SystemMessage",
     "TemplateCaps",
     "TextPart",

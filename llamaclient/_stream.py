@@ -9,10 +9,12 @@ longer referenced (the event loop then finalises its generator).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+import enum
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from contextlib import aclosing
 
 import anyio
+import msgspec
 
 from ._arguments.routing import LiveArguments
 from ._arguments.stream import ArgumentStream
@@ -24,7 +26,7 @@ from ._policy.slots import Ticket
 from ._protocol.assembler import Assembler
 from ._protocol.sse import SSEDecoder
 from ._transports.base import Response, TransportError
-from ._types.completion import Completion
+from ._types.completion import Completion, Usage
 from ._types.config import Config
 from ._types.errors import (
     InferError,
@@ -33,13 +35,28 @@ from ._types.errors import (
     StalledError,
     StreamClosedEarlyError,
 )
-from ._types.events import ChatEvent, Resuming
+from ._types.events import ChatEvent, Content, Reasoning, Resuming, ToolCallDelta
 from ._types.request import ChatRequest
 
-__all__ = ["ChatStream"]
+__all__ = ["ChatStream", "StreamState"]
 
 _FAIRNESS_EVENTS = 32
 _END_GRACE = 0.1  # seconds to wait for the body's end after [DONE]
+
+
+class StreamState(enum.StrEnum):
+    """Where a :class:`ChatStream` is (``stream.state``)."""
+
+    PENDING = "pending"
+    """Not iterated yet: no request was sent."""
+    STREAMING = "streaming"
+    """Iterated, not ended yet."""
+    FINISHED = "finished"
+    """Ended with a finish reason: ``stream.completion`` is the answer."""
+    STOPPED = "stopped"
+    """Ended early by you: ``aclose()``, leaving ``async with``, or cancelling the task."""
+    FAILED = "failed"
+    """Ended by an error (``stream.error``)."""
 
 
 class _Shared:
@@ -47,7 +64,18 @@ class _Shared:
     ChatStream: so dropping an unfinished ChatStream drops its generator at once, and the loop
     closes it (and with it the HTTP response) without waiting for the garbage collector."""
 
-    __slots__ = ("asm", "completion", "ended", "live", "offset", "response", "resumer", "stopped")
+    __slots__ = (
+        "asm",
+        "capped",
+        "completion",
+        "ended",
+        "error",
+        "live",
+        "offset",
+        "response",
+        "resumer",
+        "stopped",
+    )
 
     def __init__(self, resumer: Resumer | None = None, offset: int = 0) -> None:
         self.asm = Assembler()
@@ -58,6 +86,8 @@ class _Shared:
         self.response: Response | None = None
         self.stopped = False  # aclose() from another task
         self.ended = False  # the loop is over: no more pieces will come
+        self.error: Exception | None = None  # what ended the stream, if an error did
+        self.capped = False  # the thinking budget ended the reasoning
 
 
 class ChatStream:
@@ -90,6 +120,7 @@ class ChatStream:
         self._batch: list[ChatEvent] = []
         self._pos = 0
         self._served = 0
+        self._closed = False
 
     @property
     def conversation_id(self) -> str | None:
@@ -100,11 +131,68 @@ class ChatStream:
 
     @property
     def completion(self) -> Completion:
-        """The Completion, once the stream has ended normally."""
+        """The Completion, once the stream has ended normally.
+
+        Before that it raises ``RuntimeError`` saying what happened (not iterated yet, still
+        streaming, stopped, or the error that ended it); ``stream.partial`` then has what
+        arrived."""
         completion = self._shared.completion
         if completion is None:
-            raise RuntimeError("the stream has not finished yet: iterate it to the end first")
+            raise RuntimeError(self._why_no_completion())
         return completion
+
+    def _why_no_completion(self) -> str:
+        state = self.state
+        if state is StreamState.PENDING:
+            return "the stream has not been iterated yet: iterate it to the end first"
+        if state is StreamState.STREAMING:
+            return "the stream has not finished yet: iterate it to the end first"
+        if state is StreamState.STOPPED:
+            return (
+                "the stream has not finished: it was stopped (closed or cancelled); "
+                "stream.partial has what arrived"
+            )
+        error = self._shared.error
+        return (
+            f"the stream has not finished: it failed with {type(error).__name__}: {error}; "
+            "stream.partial has what arrived"
+        )
+
+    @property
+    def state(self) -> StreamState:
+        """:class:`StreamState`: pending, streaming, finished, stopped or failed."""
+        shared = self._shared
+        if shared.completion is not None:
+            return StreamState.FINISHED
+        if shared.error is not None:
+            return StreamState.FAILED
+        if shared.ended or self._closed:
+            return StreamState.STOPPED
+        return StreamState.PENDING if self._gen is None else StreamState.STREAMING
+
+    @property
+    def finished(self) -> bool:
+        """True once the stream ended with a finish reason (``stream.completion`` is ready)."""
+        return self._shared.completion is not None
+
+    @property
+    def error(self) -> Exception | None:
+        """The error that ended the stream (also raised from the loop), else None."""
+        return self._shared.error
+
+    @property
+    def partial(self) -> Completion:
+        """What arrived so far, as a Completion: exactly what the events you received showed,
+        at any time (while streaming, after a stop, a timeout or an error). Once finished, the
+        Completion itself. ``finish_reason`` is None until the finish reason arrived; before
+        any chunk, an empty Completion (``id`` ``""``)."""
+        shared = self._shared
+        if shared.completion is not None:
+            return shared.completion
+        partial = shared.asm.partial(shared.capped)
+        if partial is None:
+            return _EMPTY
+        return _without(partial, self._batch[self._pos :])
 
     def arguments(self, index: int | None = None, *, tool: str | None = None) -> ArgumentStream:
         """The live :class:`ArgumentStream` of tool call ``index``, or of the next call of the
@@ -138,7 +226,13 @@ class ChatStream:
         while self._pos >= len(self._batch):
             if self._gen is None:
                 self._gen = _run(self._policies, self.request, self._body, self._shared)
-            self._batch = await self._gen.__anext__()
+            try:
+                self._batch = await self._gen.__anext__()
+            except StopAsyncIteration:
+                raise
+            except Exception as exc:
+                self._shared.error = exc
+                raise
             self._pos = 0
         event = self._batch[self._pos]
         self._pos += 1
@@ -165,6 +259,7 @@ class ChatStream:
 
         From another task while this stream is being iterated (a "stop" button), it closes
         the response at once and the iterating task's loop ends quietly."""
+        self._closed = True
         gen = self._gen
         if gen is None:
             return
@@ -182,6 +277,46 @@ class ChatStream:
             async for _ in self:
                 pass
         return self.completion
+
+
+_EMPTY = Completion(
+    id="",
+    model=None,
+    content=None,
+    reasoning_content=None,
+    tool_calls=(),
+    finish_reason=None,
+    timings=None,
+    usage=Usage(),
+)
+
+
+def _without(partial: Completion, unseen: Sequence[ChatEvent]) -> Completion:
+    """``partial`` minus the events the consumer has not received yet (the rest of the
+    current batch): they are a suffix of the stream, so their text is a suffix of each field.
+    A call whose first piece is unseen is dropped (with the calls after it)."""
+    if not unseen:
+        return partial
+    content, reasoning = partial.content or "", partial.reasoning_content or ""
+    calls = list(partial.tool_calls)
+    for event in reversed(unseen):
+        if isinstance(event, Content):
+            content = content[: len(content) - len(event.text)]
+        elif isinstance(event, Reasoning):
+            reasoning = reasoning[: len(reasoning) - len(event.text)]
+        elif isinstance(event, ToolCallDelta) and event.index < len(calls):
+            call = calls[event.index]
+            arguments = call.arguments[: len(call.arguments) - len(event.arguments)]
+            if event.name is not None and not arguments:  # its first piece
+                del calls[event.index :]
+            else:
+                calls[event.index] = msgspec.structs.replace(call, arguments=arguments)
+    return msgspec.structs.replace(
+        partial,
+        content=content or None,
+        reasoning_content=reasoning or None,
+        tool_calls=tuple(calls),
+    )
 
 
 async def _run(
@@ -230,6 +365,7 @@ async def _run(
     except (TransportError, InferError) as exc:
         _failed(exc, shared, _capped(budget), policies.config)
     finally:
+        shared.capped = _capped(budget)
         await _end(shared, policies, slot, ticket)
 
 

@@ -1,5 +1,5 @@
-# Sourced by the scripts: create .venv if needed, install the project and the dependency groups
-# in DEP_GROUPS (default: all of them, "dev") into it, then a portable llama-server
+# Sourced by the scripts: create .venv if needed, install the project with its CLI extra and the
+# dependency groups in DEP_GROUPS (default: all of them, "dev") into it, then a portable llama-server
 # (devtools/build_server.py: built once into ~/.cache/llamaclient, never taken from pip's cache,
 # which ignores CMake flags).
 PYTHON=${PYTHON:-python3}
@@ -9,7 +9,7 @@ fi
 .venv/bin/python -m pip install -q --upgrade "pip>=25.1" 2>&1 | grep -v "^WARNING: Location" || true
 group_args=()
 for group in ${DEP_GROUPS:-dev}; do group_args+=(--group "$group"); done
-.venv/bin/python -m pip install -q -e . "${group_args[@]}" 2>&1 \
+.venv/bin/python -m pip install -q -e ".[cli]" "${group_args[@]}" 2>&1 \
     | grep -v "^WARNING: Location" || true
 if [ "${LLAMA_SERVER:-1}" = 1 ]; then
     .venv/bin/python -m devtools.build_server >/dev/null

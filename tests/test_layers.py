@@ -1,6 +1,7 @@
 """The layout is the design: each folder is a layer, and imports only point down.
 
     _types  <  _protocol, _arguments  <  _transports  <  _policy  <  _stream  <  _client  <  _pool
+            <  __init__  <  testing, _embedded  <  _cli  <  __main__
 
 Every ``import`` counts, also those under ``TYPE_CHECKING`` and inside functions, and there
 is no import cycle between modules.
@@ -22,6 +23,12 @@ RANK = {
     "_client": 5,
     "_pool": 6,
     "__init__": 7,
+    # Outside the library proper, on top of it: the testing kit, the embedded server
+    # launcher (stdlib only), the CLI that uses both, and ``python -m llamaclient``.
+    "testing": 8,
+    "_embedded": 8,
+    "_cli": 9,
+    "__main__": 10,
 }
 
 

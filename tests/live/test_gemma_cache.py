@@ -14,7 +14,8 @@ tokens") explains from its source:
 
 So on every turn of every kind, ``cache_n >= previous prompt - 5``: that is the bound the
 README promises for sliding-window models. Gemma is written from the PyPI package as the main
-job does (``devtools.demo.gemma_path``); the server is built portable by ``scripts/venv.sh``.
+job does (``llamaclient._embedded.gemma_path``); the server is built portable by
+``scripts/venv.sh``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from pathlib import Path
 
 import pytest
 
-from devtools.demo import gemma_path
 from devtools.llama_server import LlamaServer
 from llamaclient import (
     ChatMessage,
@@ -37,6 +37,7 @@ from llamaclient import (
     SystemMessage,
     UserMessage,
 )
+from llamaclient._embedded import gemma_path
 
 N_SWA = 512  # gemma3.attention.sliding_window in the GGUF
 SWA_LOSS = 5  # checkpoint 4 tokens before the prompt's end, restored one position earlier

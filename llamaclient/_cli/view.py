@@ -1,0 +1,228 @@
+"""How ``llamaclient chat`` shows a stream: on a console with rich, or as JSON lines.
+
+Both views take the events as they arrive (``show``) and then exactly one of ``finished``
+(the Completion), ``stopped`` (Ctrl-C: what had arrived) or ``failed`` (the error and what had
+arrived).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Protocol
+
+import msgspec
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.text import Text
+
+from .. import (
+    ArgumentDelta,
+    ChatEvent,
+    Completion,
+    Content,
+    Queued,
+    Reasoning,
+    Resuming,
+    Retrying,
+    ThinkingCapped,
+    ToolCallDelta,
+    ToolCallDone,
+    Waiting,
+)
+from .. import Progress as PromptProgress
+
+__all__ = ["ConsoleView", "JsonView", "View", "event_json", "summary"]
+
+
+class View(Protocol):
+    def show(self, event: ChatEvent) -> None: ...
+
+    def finished(self, completion: Completion) -> None: ...
+
+    def stopped(self, partial: Completion) -> None: ...
+
+    def failed(self, error: Exception, partial: Completion) -> None: ...
+
+
+def summary(completion: Completion, *, stopped: str | None = None) -> str:
+    """The last line: finish reason (or why it stopped), tokens, tokens/s and how much of the
+    prompt came from the prompt cache."""
+    t = completion.timings
+    head = stopped or f"finish: {completion.finish_reason or 'none'}"
+    tokens = t.predicted_n if t is not None else completion.usage.completion_tokens or 0
+    parts = [head, f"{tokens} tokens"]
+    if t is not None and t.predicted_per_second:
+        parts.append(f"{t.predicted_per_second:.1f} tokens/s")
+    if t is not None:
+        prompt = t.prompt_n + t.cache_n
+        share = 100 * t.cache_n / prompt if prompt else 0.0
+        parts.append(f"prompt {prompt}, {t.cache_n} cached ({share:.0f} %)")
+    return " · ".join(parts)
+
+
+class ConsoleView:
+    """The stream on a console: a prompt-processing bar with tokens/s, the reasoning dimmed,
+    the answer as it streams, each tool call with its arguments as they arrive, then a last
+    line with the finish reason, tokens, tokens/s and the prompt-cache reuse."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(highlight=False)
+        self._section = ""
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+
+    # -- events --------------------------------------------------------------------------
+    def show(self, event: ChatEvent) -> None:
+        if isinstance(event, PromptProgress):
+            self._progress(event)
+            return
+        self._end_bar()
+        if isinstance(event, Reasoning):
+            self._write(event.text, "reasoning", "dim italic")
+        elif isinstance(event, Content):
+            self._write(event.text, "answer", None)
+        elif isinstance(event, ToolCallDelta):
+            self._tool_piece(event)
+        elif isinstance(event, ToolCallDone):
+            self._section = "tool-done"
+        elif not isinstance(event, ArgumentDelta):
+            self._note(event)
+
+    def _write(self, text: str, section: str, style: str | None) -> None:
+        if self._section != section:
+            if self._section:
+                self._out("\n\n")
+            self._section = section
+        self._out(text, style)
+
+    def _tool_piece(self, event: ToolCallDelta) -> None:
+        if event.name is not None or self._section != "tool":
+            self._out("\n\n" if self._section else "")
+            self._out(f"⚙ {event.name or '?'} ", "bold cyan")
+            self._section = "tool"
+        self._out(event.arguments, "cyan")
+
+    def _note(self, event: ChatEvent) -> None:
+        text = _note_text(event)
+        if text:
+            if self._section:
+                self._out("\n")
+            self.console.print(Text(text, style="yellow"))
+            self._section = ""
+
+    def _out(self, text: str, style: str | None = None) -> None:
+        self.console.print(
+            Text(text, style=style or ""), end="", soft_wrap=True, highlight=False
+        )
+
+    def _progress(self, event: PromptProgress) -> None:
+        if self._bar is None:
+            self._bar = Progress(
+                TextColumn("prompt"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("tokens{task.fields[rate]}"),
+                console=self.console,
+                auto_refresh=False,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("prompt", total=event.total, rate="")
+        assert self._task is not None
+        self._bar.update(
+            self._task, total=event.total, completed=event.processed, rate=_rate(event)
+        )
+        self._bar.refresh()
+
+    def _end_bar(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    # -- the end -------------------------------------------------------------------------
+    def _last_line(self, text: str, style: str) -> None:
+        self._end_bar()
+        if self._section:
+            self._out("\n")
+        self.console.print(Text(f"\n── {text}", style=style))
+        self._section = ""
+
+    def finished(self, completion: Completion) -> None:
+        self._last_line(summary(completion), "bold green")
+
+    def stopped(self, partial: Completion) -> None:
+        self._last_line(summary(partial, stopped="stopped (Ctrl-C)"), "bold yellow")
+
+    def failed(self, error: Exception, partial: Completion) -> None:
+        self._last_line(
+            summary(partial, stopped=f"{type(error).__name__}: {error}"), "bold red"
+        )
+
+
+def _rate(event: PromptProgress) -> str:
+    """`` · 1,234 tokens/s · 20 from cache``: the prompt tokens evaluated per second (cached
+    ones cost nothing) and the cache reuse, each when known."""
+    parts = []
+    new = event.processed - event.cache
+    if event.time_ms and new > 0:
+        parts.append(f"{new / (event.time_ms / 1000):,.0f} tokens/s")
+    if event.cache:
+        parts.append(f"{event.cache} from cache")
+    return "".join(f" · {p}" for p in parts)
+
+
+def _note_text(event: ChatEvent) -> str:
+    if isinstance(event, Waiting):
+        return "… the slot is busy: waiting" if event.slot_busy else "… the model is loading"
+    if isinstance(event, Queued):
+        return f"… queued behind {event.ahead} request(s)"
+    if isinstance(event, Retrying):
+        return f"↻ retry {event.attempt} in {event.after_ms} ms ({event.error})"
+    if isinstance(event, Resuming):
+        return f"↻ the connection broke; resuming at byte {event.offset} ({event.error})"
+    if isinstance(event, ThinkingCapped):
+        return f"✂ thinking capped at {event.tokens} tokens"
+    return ""
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def event_json(kind: str, value: object, **extra: object) -> bytes:
+    """One JSON line: ``{"type": kind, **fields of value, **extra}``."""
+    fields = msgspec.to_builtins(value) if value is not None else {}
+    if not isinstance(fields, dict):
+        fields = {"value": fields}
+    return _ENCODER.encode({"type": kind, **fields, **extra}) + b"\n"
+
+
+class JsonView:
+    """One JSON object per line: ``{"type": "<EventName>", ...fields}`` per event, then
+    ``{"type": "Completion", ...}``; or ``{"type": "Stopped", "partial": ...}`` after Ctrl-C,
+    or ``{"type": "Error", "error": "<ErrorName>", "message": ..., "partial": ...}``."""
+
+    def __init__(self, out: IO[bytes] | None = None) -> None:
+        self._out = out or sys.stdout.buffer
+
+    def _line(self, data: bytes) -> None:
+        self._out.write(data)
+        self._out.flush()
+
+    def show(self, event: ChatEvent) -> None:
+        self._line(event_json(type(event).__name__, event))
+
+    def finished(self, completion: Completion) -> None:
+        self._line(event_json("Completion", completion))
+
+    def stopped(self, partial: Completion) -> None:
+        self._line(event_json("Stopped", None, partial=msgspec.to_builtins(partial)))
+
+    def failed(self, error: Exception, partial: Completion) -> None:
+        self._line(
+            event_json(
+                "Error",
+                None,
+                error=type(error).__name__,
+                message=str(error),
+                partial=msgspec.to_builtins(partial),
+            )
+        )

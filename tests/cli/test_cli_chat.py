@@ -1,0 +1,110 @@
+"""``llamaclient chat``'s session logic against FakeLlama: what each turn sends (system,
+thinking, max tokens, model), the interactive history with the exact echo (so the prompt cache
+hits), and which failures end a session."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from llamaclient import AssistantMessage, SystemMessage, UserMessage
+from llamaclient._cli.chat import ChatOptions, chat_main
+from llamaclient._cli.view import ConsoleView
+from llamaclient.testing import FakeLlama
+
+
+def asker(*lines: str) -> Callable[[], str]:
+    it: Iterator[str] = iter(lines)
+
+    def ask() -> str:
+        try:
+            return next(it)
+        except StopIteration:
+            raise EOFError from None
+
+    return ask
+
+
+def run(fake: FakeLlama, prompt: str | None, interactive: bool, *lines: str,
+        **options: object) -> tuple[int, str]:
+    out = io.StringIO()
+    view = ConsoleView(Console(file=out, width=100, color_system=None))
+    opts = ChatOptions(url=fake.url, transport=fake.transport(), **options)  # type: ignore[arg-type]
+    return chat_main(opts, prompt, interactive, view, asker(*lines)), out.getvalue()
+
+
+def test_one_turn_sends_the_options() -> None:
+    fake = FakeLlama().reply("Hi.")
+    code, screen = run(fake, "hello", False, system="Be brief.", thinking=True, max_tokens=7,
+                       model="gemma")
+    assert code == 0
+    assert "Hi.\n" in screen
+    sent = fake.requests[0]
+    assert sent.messages == [SystemMessage("Be brief."), UserMessage("hello")]
+    assert sent.settings["max_tokens"] == 7
+    assert sent.settings["chat_template_kwargs"] == {"enable_thinking": True}
+    assert sent.settings["model"] == "gemma"
+
+
+def test_interactive_turns_echo_the_answers_exactly() -> None:
+    fake = FakeLlama().reply("One.", reasoning="R1").reply("Two.").reply("Three.")
+    code, screen = run(fake, "first", True, "second", "   ", "third")
+    assert code == 0
+    assert len(fake.requests) == 3  # the blank line was not sent
+    assert fake.requests[2].messages == [
+        UserMessage("first"), AssistantMessage("One.", "R1"),
+        UserMessage("second"), AssistantMessage("Two."),
+        UserMessage("third"),
+    ]
+    cached = [line for line in screen.splitlines() if line.startswith("── finish")]
+    assert len(cached) == 3
+    assert ", 0 cached" in cached[0]
+    assert ", 0 cached" not in cached[1]  # the echo hit the (simulated) prompt cache
+    assert ", 0 cached" not in cached[2]
+
+
+def test_a_failed_turn_is_left_out_and_the_session_goes_on() -> None:
+    fake = FakeLlama().reply("One.").fail(cut_after=1).reply("broken answer").reply("Three.")
+    code, screen = run(fake, "first", True, "second", "third")
+    assert code == 0
+    assert "── StreamClosedEarlyError" in screen
+    assert fake.requests[2].messages == [
+        UserMessage("first"), AssistantMessage("One."), UserMessage("third"),
+    ]
+
+
+def test_a_failed_single_turn_is_exit_1() -> None:
+    code, _ = run(FakeLlama().fail(error="boom"), "hello", False)
+    assert code == 1
+
+
+def test_an_interactive_session_that_reaches_its_end_is_exit_0() -> None:
+    fake = FakeLlama().reply("One.").fail(cut_after=1).reply("broken")
+    code, screen = run(fake, "first", True, "second")
+    assert "── StreamClosedEarlyError" in screen
+    assert code == 0
+
+
+def test_an_embedded_server_that_cannot_start_is_exit_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LLAMA_SERVER_BIN", str(tmp_path / "no-such-llama-server"))
+    view = ConsoleView(Console(file=io.StringIO()))
+    code = chat_main(ChatOptions(), "hello", False, view, asker(), tmp_path / "m.gguf")
+    assert code == 4
+    assert "the embedded llama-server could not start: llama-server not found" in (
+        capsys.readouterr().err)
+
+
+def test_replay_of_something_else_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from llamaclient._cli import main
+
+    assert main(["replay", "/no/such/file.http"]) == 2
+    assert main(["replay", __file__]) == 2
+    err = capsys.readouterr().err
+    assert "cannot replay /no/such/file.http" in err
+    assert "no '>>> request' line" in err
