@@ -10,9 +10,12 @@ longer referenced (the event loop then finalises its generator).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from typing import Any
 
 import anyio
+import msgspec
 
+from ._arguments.output import OutputDecoder
 from ._arguments.routing import LiveArguments
 from ._arguments.stream import ArgumentStream
 from ._policy.attempts import hide_key, redact
@@ -23,10 +26,11 @@ from ._policy.slots import Ticket
 from ._protocol.assembler import Assembler
 from ._protocol.sse import SSEDecoder
 from ._transports.base import Response, TransportError
-from ._types.completion import Completion
+from ._types.completion import Completion, FinishReason
 from ._types.config import Config
 from ._types.errors import (
     InferError,
+    OutputError,
     ProtocolError,
     ResumeError,
     StalledError,
@@ -34,6 +38,7 @@ from ._types.errors import (
 )
 from ._types.events import ChatEvent, Resuming
 from ._types.request import ChatRequest
+from ._types.typed import OutputInvalid, OutputType
 
 __all__ = ["ChatStream"]
 
@@ -46,13 +51,24 @@ class _Shared:
     ChatStream: so dropping an unfinished ChatStream drops its generator at once, and the loop
     closes it (and with it the HTTP response) without waiting for the garbage collector."""
 
-    __slots__ = ("asm", "completion", "ended", "live", "offset", "response", "resumer", "stopped")
+    __slots__ = (
+        "asm",
+        "completion",
+        "ended",
+        "live",
+        "offset",
+        "output",
+        "response",
+        "resumer",
+        "stopped",
+    )
 
     def __init__(self, resumer: Resumer | None = None, offset: int = 0) -> None:
         self.asm = Assembler()
         self.resumer = resumer
         self.offset = offset  # body bytes received (where a resume picks up)
         self.live: LiveArguments | None = None
+        self.output: OutputDecoder | None = None  # typed output: the answer decoded live
         self.completion: Completion | None = None
         self.response: Response | None = None
         self.stopped = False  # aclose() from another task
@@ -76,6 +92,7 @@ class ChatStream:
         *,
         resumer: Resumer | None = None,
         offset: int = 0,
+        output: OutputType[Any] | None = None,
     ) -> None:
         self._policies = policies
         self.request = request
@@ -85,6 +102,9 @@ class ChatStream:
         self._lenient = lenient_arguments
         if live_arguments:
             self._shared.live = self._new_live()
+        self._output_type = output
+        if output is not None:
+            self._shared.output = OutputDecoder()
         self._gen: AsyncGenerator[list[ChatEvent], None] | None = None
         self._batch: list[ChatEvent] = []
         self._pos = 0
@@ -104,6 +124,14 @@ class ChatStream:
         if completion is None:
             raise RuntimeError("the stream has not finished yet: iterate it to the end first")
         return completion
+
+    def output(self) -> Any:
+        """The typed output decoded so far, as plain dicts and lists (None before its ``{``;
+        the string being written holds its text so far). Cheap: it is kept up to date as the
+        answer streams, not re-parsed. It is the live value: copy it to keep it as it is.
+        The validated instance is ``stream.completion.output`` once the stream ended."""
+        decoder = self._shared.output
+        return None if decoder is None else decoder.partial()
 
     def arguments(self, index: int | None = None, *, tool: str | None = None) -> ArgumentStream:
         """The live :class:`ArgumentStream` of tool call ``index``, or of the next call of the
@@ -137,7 +165,12 @@ class ChatStream:
         while self._pos >= len(self._batch):
             if self._gen is None:
                 self._gen = _run(self._policies, self.request, self._body, self._shared)
-            self._batch = await self._gen.__anext__()
+            try:
+                self._batch = await self._gen.__anext__()
+            except StopAsyncIteration:
+                if self._output_type is not None:
+                    _settle_output(self._shared, self._output_type)
+                raise
             self._pos = 0
         event = self._batch[self._pos]
         self._pos += 1
@@ -181,6 +214,34 @@ class ChatStream:
             async for _ in self:
                 pass
         return self.completion
+
+
+def _settle_output(shared: _Shared, spec: OutputType[Any]) -> None:
+    """The stream ended: put the validated output into the Completion, or raise
+    :class:`OutputError` (with the raw text, the reason and the partial value)."""
+    completion = shared.completion
+    decoder = shared.output
+    if completion is None or decoder is None or completion.output is not None:
+        return  # stopped early, or settled already
+    text = completion.content or ""
+    if decoder.value.root is None and not decoder.failed:  # a whole (non-streamed) answer
+        decoder.feed(text)
+    try:
+        if not text.strip():
+            raise OutputInvalid("the answer is empty")
+        value = spec.from_json(text)
+    except OutputInvalid as exc:
+        reason = str(exc)
+        if completion.finish_reason == FinishReason.LENGTH:
+            reason = f"the answer reached max_tokens before its JSON closed ({reason})"
+        raise OutputError(
+            f"the answer is not a {spec.name}",
+            text,
+            validation=reason,
+            output=decoder.partial(),
+            partial=completion,
+        ) from None
+    shared.completion = msgspec.structs.replace(completion, output=value)
 
 
 async def _run(
@@ -339,6 +400,8 @@ def _decode(
             failure = exc
     if shared.live is not None:
         events = shared.live.process(events)
+    if shared.output is not None:
+        events = shared.output.process(events)
     return events, failure
 
 
@@ -358,6 +421,8 @@ async def _decode_budgeted(
             failure = exc
     if shared.live is not None:
         events = shared.live.process(events)
+    if shared.output is not None:
+        events = shared.output.process(events)
     return events, failure
 
 

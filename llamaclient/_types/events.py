@@ -8,6 +8,7 @@
         case ToolCallDelta():      ...  # a raw piece of a tool call (id/name on the first piece)
         case ToolCallDone(i, call):...  # tool call i is complete: run it now
         case ArgumentDelta():      ...  # decoded text of one argument field, as it streams
+        case OutputDelta(path, text, done): ...  # typed output (chat(..., output=T)), live
         case Progress(total, cache, processed): ...  # prompt processing
         case Queued(ahead):        ...  # waiting behind `ahead` requests of this client
         case Waiting(slot_busy):   ...  # model loading (False) or pinned slot busy (True)
@@ -28,6 +29,7 @@ __all__ = [
     "ArgumentDelta",
     "ChatEvent",
     "Content",
+    "OutputDelta",
     "Progress",
     "Queued",
     "Reasoning",
@@ -104,6 +106,17 @@ class ArgumentDelta(msgspec.Struct, frozen=True, gc=False):
     done: bool = False
 
 
+class OutputDelta(msgspec.Struct, frozen=True, gc=False):
+    """Typed output (``client.chat(request, output=T)``) as it streams: decoded ``text`` of
+    the string value at ``path`` (object keys and array indices from the root), escapes
+    resolved. ``done`` marks the value's last piece (``text`` may then be ""). A number,
+    boolean or null arrives whole, as its JSON text, with ``done=True``."""
+
+    path: tuple[str | int, ...]
+    text: str
+    done: bool = False
+
+
 class ThinkingCapped(msgspec.Struct, frozen=True, gc=False):
     """The thinking budget ran out after ``tokens`` reasoning tokens; the client asked the
     server to end the reasoning. The answer follows."""
@@ -137,6 +150,7 @@ ChatEvent = (
     | ToolCallDelta
     | ToolCallDone
     | ArgumentDelta
+    | OutputDelta
     | ThinkingCapped
     | Retrying
     | Resuming

@@ -30,10 +30,16 @@ class Recorder:
 def test_scanner_reports_strings_piece_by_piece_and_values_whole() -> None:
     rec = Recorder(lenient=False)
     rec.scanner.feed('{"n": [1, {"a": "}"}], "s": "a\\')
-    assert rec.calls == [("value", "n", [1, {"a": "}"}]), ("begin", "s"), ("piece", "a")]
+    assert rec.calls == [
+        ("begin", ("n", 1, "a")),  # a nested string streams with its path
+        ("end", "}"),
+        ("value", "n", [1, {"a": "}"}]),
+        ("begin", ("s",)),
+        ("piece", "a"),
+    ]
     rec.scanner.feed('nb", "t": true}')
     rec.scanner.finish()
-    assert rec.calls[3:] == [("end", "\nb"), ("value", "t", True)]
+    assert rec.calls[5:] == [("end", "\nb"), ("value", "t", True)]
     assert rec.scanner._state == State.CLOSED
     assert not rec.scanner.truncated
 
@@ -42,7 +48,7 @@ def test_scanner_lenient_finish_repairs_the_last_value() -> None:
     rec = Recorder(lenient=True)
     rec.scanner.feed('{"s": "x", "n": [1, tr')
     rec.scanner.finish()
-    assert rec.calls == [("begin", "s"), ("end", "x"), ("repaired", "n", [1, True])]
+    assert rec.calls == [("begin", ("s",)), ("end", "x"), ("repaired", "n", [1, True])]
     assert rec.scanner.truncated
 
 
