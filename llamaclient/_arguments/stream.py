@@ -111,8 +111,9 @@ class ArgumentStream:
 
         A value that already completed is delivered whole, a string streaming right now
         continues into the handle, and after :meth:`finish` or an error a value that never
-        arrived makes the handle raise. A nested non-string value completes when its
-        top-level field does.
+        arrived makes the handle raise. A nested string streams into its handle as it is
+        written; any nested value completes when its top-level field does (once that value
+        is checked whole).
         """
         key = (name, *path)
         handle = self._handles.get(key)
@@ -234,8 +235,12 @@ class ArgumentStream:
             self._sink.append(text)
         if len(self._path) == 1:
             self._events.append(_field_text(FieldText, (self._key, text, True)))
-        if self._sink_handle is not None:
-            self._sink_handle._complete()
+        handle = self._sink_handle
+        if handle is not None:
+            if len(self._path) == 1:
+                handle._complete()
+            else:  # complete once the top-level value is checked whole
+                handle._notify()
         elif self._to_fields:
             self._fields[self._key] = "".join(self._sink)
         self._sink = []
