@@ -17,6 +17,7 @@ from .scanner import Path, ScanError, Scanner, State
 
 __all__ = ["OutputDecoder", "PartialValue"]
 
+
 class PartialValue:
     """The value decoded so far, built in place from the scanner's reports."""
 

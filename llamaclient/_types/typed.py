@@ -69,7 +69,11 @@ class OutputType(Generic[T]):
             raise OutputInvalid(_first_line(exc)) from None
 
 
-def output_type(tp: type[T] | Mapping[str, Any]) -> OutputType[T]:
+@typing.overload
+def output_type(tp: type[T]) -> OutputType[T]: ...
+@typing.overload
+def output_type(tp: Mapping[str, Any]) -> OutputType[Any]: ...
+def output_type(tp: type[T] | Mapping[str, Any]) -> OutputType[T] | OutputType[Any]:
     """The :class:`OutputType` of ``tp`` (built once per type)."""
     if isinstance(tp, Mapping):
         return _schema_output(tp)

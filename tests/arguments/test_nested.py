@@ -22,7 +22,8 @@ def test_a_nested_string_streams_into_its_handle_at_every_split(split: int) -> N
     args = ArgumentStream.strict()
     body = args.field("files", 0, "body")
     events = feed_all(args, [RAW[:split], RAW[split:]])
-    assert body.done and body.value == "x = 1\ny = 2"
+    assert body.done
+    assert body.value == "x = 1\ny = 2"
     assert events == []  # FieldText stays top-level only: no top-level string here
     assert args.fields["files"][1] == {"path": "b.py"}
 
@@ -31,9 +32,11 @@ def test_pieces_arrive_live() -> None:
     args = ArgumentStream.strict()
     body = args.field("files", 0, "body")
     args.feed(RAW[: RAW.index("y = 2")])
-    assert body.take() == "x = 1\n" and not body.done
+    assert body.take() == "x = 1\n"
+    assert not body.done
     args.feed(RAW[RAW.index("y = 2") :])
-    assert body.take() == "y = 2" and body.done
+    assert body.take() == "y = 2"
+    assert body.done
 
 
 def test_handle_taken_while_the_string_streams_gets_the_text_so_far_first() -> None:
@@ -64,10 +67,12 @@ def test_nested_values_complete_with_their_top_level_field() -> None:
     assert path.take() == "a.py"  # a string streams...
     assert not path.done  # ...and completes once its top-level value is checked whole
     args.feed(RAW[RAW.index("}],") : -2])
-    assert path.done and path.value == "a.py"
+    assert path.done
+    assert path.value == "a.py"
     assert not k.done
     args.feed(RAW[-2:])
-    assert k.done and k.value == [7]
+    assert k.done
+    assert k.value == [7]
 
 
 def test_a_nested_handle_that_never_comes_fails_at_finish() -> None:

@@ -66,11 +66,13 @@ def test_every_split_point_gives_the_same_deltas_and_value() -> None:
 
 def test_char_by_char_streams_strings_piece_by_piece() -> None:
     deltas, value, ok = run(list(ANSWER))
-    assert ok and value == EXPECTED
+    assert ok
+    assert value == EXPECTED
     name = [d for d in deltas if d.path == ("name",)]
     assert len(name) > 5  # it streamed, not arrived whole
     assert "".join(d.text for d in name) == EXPECTED["name"]
-    assert [d.done for d in name][-1] and not any(d.done for d in name[:-1])
+    assert [d.done for d in name][-1]
+    assert not any(d.done for d in name[:-1])
 
 
 def test_partial_value_mid_stream_holds_the_text_so_far() -> None:

@@ -95,7 +95,8 @@ def test_any_split_gives_the_same_value_and_deltas(
     raw = render(person, style)
     whole = feed([raw])
     split = feed(chop(raw, cuts))
-    assert whole[2] and split[2]
+    assert whole[2]
+    assert split[2]
     assert split[1] == whole[1] == json.loads(raw)
     assert normal(split[0]) == normal(whole[0])
     assert output_type(Person).from_value(split[1]) == person

@@ -11,8 +11,16 @@ import msgspec
 import pydantic
 import pytest
 
-from llamaclient import ChatRequest, Config, OutputError, ProtocolError, ToolCall, ToolSchema
-from llamaclient import UserMessage, build_body
+from llamaclient import (
+    ChatRequest,
+    Config,
+    OutputError,
+    ProtocolError,
+    ToolCall,
+    ToolSchema,
+    UserMessage,
+    build_body,
+)
 from llamaclient._types.typed import OutputInvalid, output_type
 
 
@@ -59,7 +67,8 @@ class Tree(msgspec.Struct):
 def test_struct_schema_is_inlined_and_the_json_converts_back() -> None:
     spec = output_type(Shape)
     assert spec.name == "Shape"
-    assert "$ref" not in str(spec.schema) and "$defs" not in spec.schema
+    assert "$ref" not in str(spec.schema)
+    assert "$defs" not in spec.schema
     assert spec.schema["type"] == "object"
     assert spec.schema["required"] == ["name", "points"]
     point = spec.schema["properties"]["points"]["items"]
@@ -120,7 +129,7 @@ def test_a_plain_json_schema_gives_the_decoded_value() -> None:
 def test_wrong_values_say_where() -> None:
     with pytest.raises(OutputInvalid, match=r"Expected `int`, got `str` - at `\$.points\[0\].x`"):
         output_type(Shape).from_json('{"name": "s", "points": [{"x": "1"}]}')
-    with pytest.raises(OutputInvalid, match="malformed|truncated|JSON"):
+    with pytest.raises(OutputInvalid, match=r"malformed|truncated|JSON"):
         output_type(Shape).from_json('{"name": "s"')
 
 
@@ -162,7 +171,8 @@ def test_pydantic_is_not_imported_by_the_library() -> None:
 
 def test_tool_schema_from_type() -> None:
     tool = ToolSchema.from_type("draw", Shape, "Draw a shape")
-    assert tool.name == "draw" and tool.description == "Draw a shape"
+    assert tool.name == "draw"
+    assert tool.description == "Draw a shape"
     assert tool.parameters["type"] == "object"
     assert "title" not in tool.parameters
     assert tool.parameters["required"] == ["name", "points"]
@@ -183,7 +193,7 @@ def test_tool_call_parse_errors_are_output_errors_with_the_raw_text() -> None:
     assert info.value.raw == call.arguments
     assert "Expected `str`, got `int` - at `$.name`" in info.value.validation
     assert "'draw'" in str(info.value)
-    with pytest.raises(OutputError, match="malformed|truncated"):
+    with pytest.raises(OutputError, match=r"malformed|truncated"):
         ToolCall("c0", "draw", '{"name": "x"').parse(Shape)
 
 
