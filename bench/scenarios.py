@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import args_bench, sse_micro
+from bench import args_bench, output_bench, sse_micro
 from bench.chunks import Spec
 from bench.contenders import CONTENDERS, TLS, VARIANTS, Contender, Unavailable, make
 from bench.fake_server import FakeServer
@@ -447,6 +447,36 @@ async def arguments(settings: Settings, server: FakeServer, results: Results) ->
             )
 
 
+async def output(settings: Settings, server: FakeServer, results: Results) -> None:
+    """Typed output decoding alone (``OutputDecoder``, no network): µs per 8-character
+    fragment of a long structured answer at 1,000 / 10,000 / 100,000 fragments, with and
+    without reading ``partial()`` after each, and re-parsing the prefix for contrast."""
+    name = "OutputDecoder"
+    for _ in range(max(settings.repeats, 1)):
+        measured = await asyncio.to_thread(output_bench.run)
+        for key, label, contender in (
+            ("us_per_fragment_1k", "µs/fragment, 1,000 fragments", name),
+            ("us_per_fragment_10k", "µs/fragment, 10,000 fragments", name),
+            ("us_per_fragment_100k", "µs/fragment, 100,000 fragments", name),
+            (
+                "us_per_fragment_with_partial_1k",
+                "µs/fragment, 1,000 fragments",
+                f"{name} + partial()",
+            ),
+            (
+                "us_per_fragment_with_partial_100k",
+                "µs/fragment, 100,000 fragments",
+                f"{name} + partial()",
+            ),
+            ("reparse_us_per_fragment_1k", "µs/fragment, 1,000 fragments", "re-parse the prefix"),
+            ("reparse_us_per_fragment_10k", "µs/fragment, 10,000 fragments", "re-parse the prefix"),
+        ):
+            metric = Metric("output", label, ratios=False, digits=2)
+            results.add(metric, contender, measured[key])
+        flat = Metric("output", "100,000 / 1,000 per-fragment cost", ratios=False, digits=2)
+        results.add(flat, name, measured["ratio_100k_1k"])
+
+
 SCENARIOS: dict[str, Scenario] = {
     "sse": sse,
     "bulk": bulk,
@@ -459,4 +489,5 @@ SCENARIOS: dict[str, Scenario] = {
     "memory": memory,
     "import": import_time,
     "arguments": arguments,
+    "output": output,
 }
