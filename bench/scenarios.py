@@ -469,7 +469,7 @@ async def output(settings: Settings, server: FakeServer, results: Results) -> No
                 f"{name} + partial()",
             ),
             ("reparse_us_per_fragment_1k", "µs/fragment, 1,000 fragments", "re-parse the prefix"),
-            ("reparse_us_per_fragment_10k", "µs/fragment, 10,000 fragments", "re-parse the prefix"),
+            ("reparse_us_per_fragment_3k", "µs/fragment, 3,000 fragments", "re-parse the prefix"),
         ):
             metric = Metric("output", label, ratios=False, digits=2)
             results.add(metric, contender, measured[key])

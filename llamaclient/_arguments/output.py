@@ -124,6 +124,8 @@ class OutputDecoder:
     def finish(self) -> bool:
         """The answer ended: True if it was one whole JSON object."""
         if not self.failed:
+            if self._scanner._state == State.BEFORE_BRACE:  # nothing but whitespace
+                self.failed = True
             try:
                 self._scanner.finish()
             except ScanError:

@@ -116,3 +116,26 @@ def test_char_by_char_equals_whole(person: Person) -> None:
     by_char = feed(list(raw))
     assert normal(by_char[0]) == normal(whole[0])
     assert by_char[1] == whole[1]
+
+
+jsonish = st.text(
+    st.sampled_from([*'{}[]",: \n\\ut0123456789abcdefnlrsDE.-+', "\x01"]), max_size=60
+)
+garbage = st.one_of(
+    st.text(max_size=80),
+    jsonish,
+    jsonish.map(lambda s: '{"a": ' + s),
+    jsonish.map(lambda s: '{"a": [{"b": "' + s),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(raw=garbage, cuts=st.lists(st.integers(0, 10**6), max_size=8))
+def test_any_input_never_raises_and_ignores_chunking(raw: str, cuts: list[int]) -> None:
+    whole = feed([raw])
+    split = feed(chop(raw, cuts))
+    assert split[2] == whole[2]
+    if whole[2]:  # accepted: exactly what json reads
+        assert whole[1] == json.loads(raw)
+        assert split[1] == whole[1]
+        assert normal(split[0]) == normal(whole[0])
