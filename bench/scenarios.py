@@ -455,21 +455,29 @@ async def output(settings: Settings, server: FakeServer, results: Results) -> No
     for _ in range(max(settings.repeats, 1)):
         measured = await asyncio.to_thread(output_bench.run)
         for key, label, contender in (
-            ("us_per_fragment_1k", "µs/fragment, 1,000 fragments", name),
-            ("us_per_fragment_10k", "µs/fragment, 10,000 fragments", name),
-            ("us_per_fragment_100k", "µs/fragment, 100,000 fragments", name),
+            ("us_per_fragment_1k", "CPU µs/fragment, 1,000 fragments", name),
+            ("us_per_fragment_10k", "CPU µs/fragment, 10,000 fragments", name),
+            ("us_per_fragment_100k", "CPU µs/fragment, 100,000 fragments", name),
             (
                 "us_per_fragment_with_partial_1k",
-                "µs/fragment, 1,000 fragments",
+                "CPU µs/fragment, 1,000 fragments",
                 f"{name} + partial()",
             ),
             (
                 "us_per_fragment_with_partial_100k",
-                "µs/fragment, 100,000 fragments",
+                "CPU µs/fragment, 100,000 fragments",
                 f"{name} + partial()",
             ),
-            ("reparse_us_per_fragment_1k", "µs/fragment, 1,000 fragments", "re-parse the prefix"),
-            ("reparse_us_per_fragment_3k", "µs/fragment, 3,000 fragments", "re-parse the prefix"),
+            (
+                "reparse_us_per_fragment_1k",
+                "CPU µs/fragment, 1,000 fragments",
+                "re-parse the prefix",
+            ),
+            (
+                "reparse_us_per_fragment_3k",
+                "CPU µs/fragment, 3,000 fragments",
+                "re-parse the prefix",
+            ),
         ):
             metric = Metric("output", label, ratios=False, digits=2)
             results.add(metric, contender, measured[key])

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from .._types.events import ChatEvent, Content, OutputDelta
-from .scanner import Path, ScanError, Scanner, State
+from .scanner import Path, ScanError, Scanner
 
 __all__ = ["OutputDecoder", "PartialValue"]
 
@@ -124,7 +124,7 @@ class OutputDecoder:
     def finish(self) -> bool:
         """The answer ended: True if it was one whole JSON object."""
         if not self.failed:
-            if self._scanner._state == State.BEFORE_BRACE:  # nothing but whitespace
+            if not self._scanner.started:  # nothing but whitespace
                 self.failed = True
             try:
                 self._scanner.finish()
@@ -135,7 +135,7 @@ class OutputDecoder:
     def partial(self) -> Any:
         """The value so far, as plain dicts and lists (see :meth:`PartialValue.snapshot`)."""
         value = self.value
-        if value.root is None and self._scanner._state != State.BEFORE_BRACE:
+        if value.root is None and self._scanner.started:
             value.root = {}
         return value.snapshot()
 

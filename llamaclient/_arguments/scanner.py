@@ -187,6 +187,11 @@ class Scanner:
         self._phase: int = Phase.QUOTE
         self._pkey = ""
 
+    @property
+    def started(self) -> bool:
+        """True once anything but whitespace arrived."""
+        return self._state != State.BEFORE_BRACE
+
     def feed(self, fragment: str) -> None:
         """Scan one fragment; the open string's decoded text goes to ``piece``."""
         if self._carry:

@@ -20,7 +20,7 @@ from llamaclient import (
     ProtocolError,
     UserMessage,
 )
-from tests.support.faultserver import FaultServer, chat_chunks, stream
+from tests.support.faultserver import FaultServer, Json, chat_chunks, stream
 
 pytestmark = pytest.mark.anyio
 
@@ -173,3 +173,27 @@ async def test_no_output_type_no_output_events() -> None:
     assert not [e for e in events if isinstance(e, OutputDelta)]
     assert s.completion.output is None
     assert s.output() is None
+
+
+async def test_a_whole_json_answer_is_validated_too() -> None:
+    body = {
+        "choices": [
+            {
+                "finish_reason": "stop",
+                "index": 0,
+                "message": {"role": "assistant", "content": ANSWER},
+            }
+        ],
+        "created": 1,
+        "id": "chatcmpl-1",
+        "model": "m",
+        "object": "chat.completion",
+        "usage": {"completion_tokens": 5, "prompt_tokens": 5, "total_tokens": 10},
+    }
+    async with FaultServer() as srv:
+        srv.route("POST", "/v1/chat/completions", [Json(200, body)])
+        async with Client(Config(srv.url)) as client, client.chat(REQUEST, output=City) as s:
+            events = [e async for e in s]
+    assert not [e for e in events if isinstance(e, OutputDelta)]  # nothing streamed
+    assert s.completion.output == City("Lyón", 3, [Place('Vieux "Lyon"', 1200)])
+    assert s.output() == json.loads(ANSWER)
