@@ -9,13 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._types.errors import ProtocolError
 from .handles import FieldHandle, FieldText
 from .scanner import Path, ScanError, Scanner
 
-__all__ = ["ArgumentStream", "FieldHandle", "FieldText"]
+__all__ = ["ArgumentStream", "FieldHandle", "FieldText", "NestedText"]
+
+class NestedText(NamedTuple):
+    """Decoded text of a string inside a top-level field, at ``path`` (the field's name, then
+    object keys and array indices); ``done`` marks its last piece."""
+
+    path: Path
+    text: str
+    done: bool
+
 
 # FieldText(...) runs the NamedTuple's Python-level __new__; tuple.__new__ builds the same
 # tuple in about half the time (~0.2 µs less per piece, measured).
@@ -53,7 +62,8 @@ class ArgumentStream:
         self._error: ProtocolError | None = None
         self._fields: dict[str, Any] = {}
         self._handles: dict[Path, FieldHandle] = {}
-        self._events: list[FieldText] = []
+        self._events: list[Any] = []  # FieldText, and NestedText when _nested_events
+        self._nested_events = False  # also report strings inside fields (the chat stream)
         # The string value being decoded: its field and path, where its text goes (a handle's
         # parts when routed to one) and whether it lands in fields.
         self._key = ""
@@ -157,6 +167,12 @@ class ArgumentStream:
             self._events = []
         return events
 
+    def _pieces(self, fragment: str | None) -> list[FieldText | NestedText]:
+        """:meth:`feed` (or :meth:`finish` for None) with the strings inside fields too, as
+        :class:`NestedText` (after ``_nested_events = True``)."""
+        pieces: list[Any] = self.feed(fragment) if fragment is not None else self.finish()
+        return pieces
+
     def finish(self) -> list[FieldText]:
         """The arguments are complete: validate, close every handle (one for a field that
         never arrived then raises) and return the last ``(field, text, done)`` tuples.
@@ -227,6 +243,8 @@ class ArgumentStream:
         self._sink.append(text)
         if len(self._path) == 1:
             self._events.append(_field_text(FieldText, (self._key, text, False)))
+        elif self._nested_events:
+            self._events.append(_field_text(NestedText, (self._path, text, False)))
         if self._sink_handle is not None:
             self._sink_handle._notify()
 
@@ -235,6 +253,8 @@ class ArgumentStream:
             self._sink.append(text)
         if len(self._path) == 1:
             self._events.append(_field_text(FieldText, (self._key, text, True)))
+        elif self._nested_events:
+            self._events.append(_field_text(NestedText, (self._path, text, True)))
         handle = self._sink_handle
         if handle is not None:
             if len(self._path) == 1:

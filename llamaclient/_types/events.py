@@ -97,13 +97,18 @@ class ToolCallDone(msgspec.Struct, frozen=True):
 
 class ArgumentDelta(msgspec.Struct, frozen=True, gc=False):
     """Decoded text of the string field ``field`` of tool call ``index`` (tool ``name``) as it
-    streams: escapes resolved. ``done`` marks the field's last piece (``text`` may be "")."""
+    streams: escapes resolved. ``done`` marks the field's last piece (``text`` may be "").
+
+    For a string inside the field (an object or array value), ``path`` says where: the field's
+    name, then object keys and array indices (``("edits", 0, "text")``); it is ``()`` for the
+    field's own string value."""
 
     index: int
     name: str
     field: str
     text: str
     done: bool = False
+    path: tuple[str | int, ...] = ()
 
 
 class OutputDelta(msgspec.Struct, frozen=True, gc=False):
