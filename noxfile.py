@@ -29,7 +29,8 @@ def _install(session: nox.Session, *groups: str) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    _install(session, "test")
+    # docs + lint: tests/test_docs.py builds the site and type-checks the docs' examples.
+    _install(session, "test", "docs", "lint")
     session.run("pytest", "-m", "not live", *session.posargs)
 
 
@@ -47,7 +48,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    _install(session, "test", "lint", "live", "bench")
+    _install(session, "test", "lint", "live", "bench", "docs")
     session.run("mypy")
 
 
@@ -55,6 +56,16 @@ def typecheck(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     _install(session, "bench")
     session.run("python", "-m", "bench", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the site into ``site/`` (``nox -s docs -- serve`` previews it live)."""
+    _install(session, "docs")
+    if session.posargs[:1] == ["serve"]:
+        session.run("mkdocs", "serve", *session.posargs[1:])
+    else:
+        session.run("mkdocs", "build", "--strict", *session.posargs)
 
 
 @nox.session

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import args_bench, output_bench, sse_micro
+from bench import args_bench, output_bench, pool_bench, sse_micro
 from bench.chunks import Spec
 from bench.contenders import CONTENDERS, TLS, VARIANTS, Contender, Unavailable, make
 from bench.fake_server import FakeServer
@@ -447,6 +447,22 @@ async def arguments(settings: Settings, server: FakeServer, results: Results) ->
             )
 
 
+async def pool(settings: Settings, server: FakeServer, results: Results) -> None:
+    """The Pool's own cost (no network): routing µs per request (a session's later turn, a
+    new session), the Pool's overhead over a Client per request on an in-memory transport,
+    and the memory each session takes."""
+    for _ in range(max(settings.repeats, 1)):
+        measured = await asyncio.to_thread(pool_bench.run)  # it runs event loops of its own
+        for key, label, digits in (
+            ("route_us_sticky", "routing µs/request, a session's later turn", 2),
+            ("route_us_new", "routing µs/request, a new session (no /slots look)", 2),
+            ("pool_overhead_us", "Pool over Client, CPU µs/request (same slot)", 1),
+            ("bytes_per_session", "memory, bytes/session", 0),
+        ):
+            metric = Metric("pool", label, ratios=False, digits=digits)
+            results.add(metric, "ours (Pool)", measured[key])
+
+
 async def output(settings: Settings, server: FakeServer, results: Results) -> None:
     """Typed output decoding alone (``OutputDecoder``, no network): µs per 8-character
     fragment of a long structured answer at 1,000 / 10,000 / 100,000 fragments, with and
@@ -497,5 +513,6 @@ SCENARIOS: dict[str, Scenario] = {
     "memory": memory,
     "import": import_time,
     "arguments": arguments,
+    "pool": pool,
     "output": output,
 }

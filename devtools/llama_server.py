@@ -81,6 +81,7 @@ def health_status(port: int, timeout: float = 2.0) -> int | None:
 
 class LlamaServer:
     """One ``llama-server`` process: ``model`` plus ``flags``, on 127.0.0.1 and a free port.
+    ``model=None`` starts a router (give ``--models-dir`` or ``--models-preset`` in ``flags``).
 
     ``start()`` (or ``with``) launches it and, unless ``wait_ready=False``, waits until
     ``/health`` answers 200. ``stop()`` terminates it (then kills it). Usable from sync code and
@@ -89,7 +90,7 @@ class LlamaServer:
 
     def __init__(
         self,
-        model: str | Path,
+        model: str | Path | None,
         *flags: str,
         log_path: str | Path | None = None,
         ready_timeout: float = 60.0,
@@ -97,7 +98,7 @@ class LlamaServer:
     ) -> None:
         if {"--host", "--port"} & set(flags):
             raise ValueError("LlamaServer chooses --host 127.0.0.1 and --port itself")
-        self.model = Path(model)
+        self.model = None if model is None else Path(model)  # None: router mode
         self.flags = tuple(flags)
         self.ready_timeout = ready_timeout
         self.binary = Path(binary) if binary is not None else None
@@ -120,7 +121,7 @@ class LlamaServer:
     def argv(self) -> list[str]:
         """The full command line (valid after ``start()``)."""
         binary = self.binary or find_binary()
-        model = ["-m", str(self.model)]
+        model = [] if self.model is None else ["-m", str(self.model)]
         return [str(binary), *model, "--host", HOST, "--port", str(self.port), *self.flags]
 
     def start(self, wait_ready: bool = True) -> LlamaServer:

@@ -38,6 +38,10 @@ SERVERS: dict[str, tuple[str, ...]] = {
     "overflow": ("--alias", "scripted", "-c", "256", "-np", "4", "--kv-unified"),
     "loading": ("--alias", "scripted", "--load-mode", "none", "-np", "1", "-c", "1024"),
 }
+# A 1x1 PNG (67 bytes).
+TINY_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 LONG_PROMPT = "Please read this paragraph carefully before you answer. " * 8  # ~450 tokens
 
 
@@ -87,6 +91,12 @@ def _get(name: str, path: str) -> Runner:
             exchange.close()
 
     return run
+
+
+def _slots_after_chat(server: LlamaServer) -> list[Capture]:
+    """GET /slots once a slot has had a task (its counters then appear)."""
+    _post(server, "warm-up", request_body("answer_no_thinking", id_slot=0))
+    return _get("slots", "/slots")(server)
 
 
 def _thinking_control(server: LlamaServer) -> list[Capture]:
@@ -202,6 +212,10 @@ def _scenarios() -> list[Scenario]:
     usage = {"include_usage": True}
     long_messages = [{"role": "user", "content": LONG_PROMPT}]
     huge_messages = [{"role": "user", "content": "x" * 5000}]
+    image_messages = [{"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + TINY_PNG}},
+    ]}]  # fmt: skip
     simple: list[tuple[str, str, str, dict[str, Any]]] = [
         ("reasoning_answer", "reasoning_answer", "reasoning then an answer", {}),
         ("answer_no_thinking", "answer_no_thinking", "enable_thinking=false: content only", {}),
@@ -236,6 +250,12 @@ def _scenarios() -> list[Scenario]:
             "reasoning_format 'bogus': 500",
             {"reasoning_format": "bogus"},
         ),
+        (
+            "image_unsupported",
+            "answer_no_thinking",
+            "an image_url part sent to a server without --mmproj: 500",
+            {"messages": image_messages},
+        ),
     ]
     return [
         *(
@@ -243,6 +263,8 @@ def _scenarios() -> list[Scenario]:
             for name, script, desc, extra in simple
         ),
         Scenario("not_found", "main", "GET of an unknown path: 404", _get("not_found", "/nope")),
+        Scenario("props", "main", "GET /props", _get("props", "/props")),
+        Scenario("slots", "main", "GET /slots after one chat", _slots_after_chat),
         Scenario(
             "thinking_control",
             "main",

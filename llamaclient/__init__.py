@@ -2,6 +2,7 @@
 
 from ._arguments.stream import ArgumentStream, FieldHandle, FieldText
 from ._client import Client
+from ._pool import Pool, PoolStream
 from ._protocol.assembler import Assembler
 from ._protocol.body import build_body
 from ._stream import ChatStream
@@ -15,6 +16,10 @@ from ._types.errors import (
     HTTPStatusError,
     InferError,
     LoadTimeoutError,
+    ModelLimitError,
+    ModelLoadError,
+    ModelNotFoundError,
+    ModelNotLoadedError,
     OutputError,
     ProtocolError,
     ResumeError,
@@ -22,18 +27,21 @@ from ._types.errors import (
     StalledError,
     StreamClosedEarlyError,
     ThinkingOverrunError,
+    UnsupportedInputError,
     WaitTimeoutError,
 )
 from ._types.events import (
     ArgumentDelta,
     ChatEvent,
     Content,
+    ModelLoading,
     OutputDelta,
     Progress,
     Queued,
     Reasoning,
     Resuming,
     Retrying,
+    Routed,
     ThinkingCapped,
     ToolCallDelta,
     ToolCallDone,
@@ -41,14 +49,21 @@ from ._types.events import (
 )
 from ._types.messages import (
     AssistantMessage,
+    AudioPart,
     ChatMessage,
+    ContentPart,
+    ImagePart,
     SystemMessage,
+    TextPart,
     ToolCall,
     ToolMessage,
     ToolSchema,
     UserMessage,
 )
+from ._types.models import ModelInfo
+from ._types.openai import from_openai, to_openai
 from ._types.request import ChatRequest
+from ._types.server import GenerationSettings, Modalities, Props, Slot, TemplateCaps
 
 __version__ = "0.1.0"
 
@@ -57,6 +72,7 @@ __all__ = [
     "ArgumentStream",
     "Assembler",
     "AssistantMessage",
+    "AudioPart",
     "BusyError",
     "ChatEvent",
     "ChatMessage",
@@ -67,16 +83,29 @@ __all__ = [
     "Config",
     "ConnectError",
     "Content",
+    "ContentPart",
     "ContextOverflowError",
     "FieldHandle",
     "FieldText",
     "FinishReason",
+    "GenerationSettings",
     "HTTPStatusError",
+    "ImagePart",
     "InferError",
     "LoadTimeoutError",
+    "Modalities",
+    "ModelInfo",
+    "ModelLimitError",
+    "ModelLoadError",
+    "ModelLoading",
+    "ModelNotFoundError",
+    "ModelNotLoadedError",
+    "Pool",
+    "PoolStream",
     "OutputDelta",
     "OutputError",
     "Progress",
+    "Props",
     "ProtocolError",
     "Queued",
     "Reasoning",
@@ -84,10 +113,14 @@ __all__ = [
     "ResumeError",
     "Resuming",
     "Retrying",
+    "Routed",
     "ServerError",
+    "Slot",
     "StalledError",
     "StreamClosedEarlyError",
     "SystemMessage",
+    "TemplateCaps",
+    "TextPart",
     "ThinkingCapped",
     "ThinkingOverrunError",
     "Timings",
@@ -98,10 +131,13 @@ __all__ = [
     "ToolSchema",
     "Transport",
     "TransportError",
+    "UnsupportedInputError",
     "Usage",
     "UserMessage",
     "WaitTimeoutError",
     "Waiting",
     "__version__",
     "build_body",
+    "from_openai",
+    "to_openai",
 ]

@@ -16,11 +16,14 @@ from ._policy.chat import ChatPolicies
 from ._policy.endpoint import Endpoint
 from ._policy.resume import cancel_conversation
 from ._protocol.body import build_body
+from ._protocol.info import props_from, slots_from
 from ._stream import ChatStream
 from ._transports.base import Transport
 from ._types.completion import Completion
 from ._types.config import Config
+from ._types.models import ModelInfo
 from ._types.request import ChatRequest
+from ._types.server import Props, Slot
 from ._types.typed import OutputType, output_type
 
 if TYPE_CHECKING:
@@ -147,20 +150,43 @@ class Client:
         """Run one chat to its end and return the Completion."""
         return await self.chat(request).collect()
 
+    async def models(self) -> list[ModelInfo]:
+        """``GET /models``: a router's models with their status (``loaded``, ``loading``,
+        ``unloaded``, ...; ``failed`` and ``exit_code`` after a failed load). A plain
+        llama-server lists its one model as ``loaded``."""
+        return await self._policies.models.models()
+
+    async def load_model(self, name: str, *, wait: bool = True) -> bool:
+        """Ask a router to load model ``name`` (``POST /models/load``). With ``wait`` (the
+        default) return once it is ready: ``ModelLoadError`` (with the exit code) if the load
+        fails, ``LoadTimeoutError`` past ``load_timeout``. False if it was already running;
+        ``ModelNotFoundError`` for a name the router does not know, ``ModelLimitError`` when
+        it is at ``--models-max`` and cannot unload one."""
+        return await self._policies.models.load(name, wait=wait)
+
+    async def unload_model(self, name: str, *, wait: bool = True) -> bool:
+        """Ask a router to stop model ``name`` (``POST /models/unload``); False if it was not
+        running. With ``wait`` (the default) return once its process has exited.
+        ``ModelNotFoundError`` for a name the router does not know."""
+        return await self._policies.models.unload(name, wait=wait)
+
     async def health(self) -> dict[str, Any]:
-        """``GET /health``: ``{"status": "ok"}`` once the model is loaded."""
+        """``GET /health``: ``{"status": "ok"}`` once the model is loaded (with
+        ``Config.model`` set, ``?model=`` names it to a router)."""
         result: dict[str, Any] = await self._endpoint.get_json("/health")
         return result
 
-    async def props(self) -> dict[str, Any]:
-        """``GET /props``: slots, context size, chat template and its capabilities."""
-        result: dict[str, Any] = await self._endpoint.get_json("/props")
-        return result
+    async def props(self) -> Props:
+        """``GET /props``: the slot context size, the slot count, the model, the chat template
+        and its capabilities, the input modalities. ``.raw`` holds the whole answer."""
+        props = props_from(await self._endpoint.get_json("/props"))
+        self._policies.media.remember(props)
+        return props
 
-    async def slots(self) -> list[dict[str, Any]]:
-        """``GET /slots``: one object per slot (``id``, ``is_processing``, ...)."""
-        result: list[dict[str, Any]] = await self._endpoint.get_json("/slots")
-        return result
+    async def slots(self) -> list[Slot]:
+        """``GET /slots``: one :class:`Slot` per slot (``id``, ``is_processing``, ``n_ctx``,
+        ...); each keeps its whole entry in ``.raw``."""
+        return slots_from(await self._endpoint.get_json("/slots"))
 
 
 def _output_spec(request: ChatRequest, output: type[Any] | Mapping[str, Any]) -> OutputType[Any]:

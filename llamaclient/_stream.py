@@ -10,6 +10,7 @@ longer referenced (the event loop then finalises its generator).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -248,12 +249,14 @@ async def _run(
     policies: ChatPolicies, request: ChatRequest, body: bytes | None, shared: _Shared
 ) -> AsyncGenerator[list[ChatEvent], None]:
     """The loop: wait for a response, then read → SSE framing → assembler → events."""
+    await policies.check_inputs(request)  # before anything is held or sent
     slot = request.slot
     ticket = policies.slots.join(slot) if slot is not None else None
     budget = policies.budget(request)
     try:
-        async for events in _respond(policies, request, body, ticket, shared):
-            yield events
+        async with aclosing(_respond(policies, request, body, ticket, shared)) as waiting:
+            async for events in waiting:  # closed at once if the stream stops while waiting
+                yield events
         response = shared.response
         if response is None or shared.completion is not None:
             return  # stopped while waiting, or a whole (non-streamed) answer
@@ -359,11 +362,13 @@ async def _respond(
         except ResumeUnsupported:
             raise ResumeError("this server has no resumable streams") from None
     else:
-        async for item in policies.open(request, body or b"", ticket, shared.resumer):
-            if isinstance(item, list):
-                yield item
-            else:
-                response = shared.response = item
+        opening = policies.open(request, body or b"", ticket, shared.resumer)
+        async with aclosing(opening):
+            async for item in opening:
+                if isinstance(item, list):
+                    yield item
+                else:
+                    response = shared.response = item
     if response is None or shared.stopped:  # aclose() from another task while we waited
         shared.response = None
         if response is not None:
@@ -443,9 +448,7 @@ def _failed(
         raise
 
 
-def _after_break(
-    exc: TransportError, shared: _Shared, capped: bool, stall: float | None
-) -> None:
+def _after_break(exc: TransportError, shared: _Shared, capped: bool, stall: float | None) -> None:
     """The connection failed while streaming: a quiet end, a whole answer, or an error with
     the partial."""
     asm = shared.asm

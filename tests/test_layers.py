@@ -1,6 +1,6 @@
 """The layout is the design: each folder is a layer, and imports only point down.
 
-    _types  <  _protocol, _arguments  <  _transports  <  _policy  <  _stream  <  _client
+    _types  <  _protocol, _arguments  <  _transports  <  _policy  <  _stream  <  _client  <  _pool
 
 Every ``import`` counts for the layers, also those under ``TYPE_CHECKING`` and inside
 functions, and there is no import cycle between modules at run time. (An annotation-only
@@ -22,7 +22,8 @@ RANK = {
     "_policy": 3,
     "_stream": 4,
     "_client": 5,
-    "__init__": 6,
+    "_pool": 6,
+    "__init__": 7,
 }
 
 

@@ -9,17 +9,19 @@ allows, ``ConnectError``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import NamedTuple
 
 import anyio
 
+from .._protocol.models import router_error
 from .._protocol.retry import RETRYABLE_STATUS, backoff_seconds, retry_after_seconds
 from .._protocol.status import is_loading, status_error
 from .._transports.base import Response, TransportError
 from .._types.config import Config
 from .._types.errors import (
     ConnectError,
+    InferError,
     LoadTimeoutError,
     ProtocolError,
     ResumeError,
@@ -29,42 +31,11 @@ from .._types.errors import (
 from .._types.events import ChatEvent, Resuming, Retrying, Waiting
 from .endpoint import Endpoint
 from .resume import Resumer, ResumeUnsupported
+from .secret import hide_key, redact
 
 __all__ = ["CHAT_PATH", "LoadingWait", "attempts", "hide_key", "redact"]
 
 CHAT_PATH = "/v1/chat/completions"
-_SHOWN_KEY = 12  # a start of the API key this long or longer is hidden too (clipped text)
-
-
-def redact(text: str, key: str | None) -> str:
-    """``text`` without the API key: the whole key, or a start of it cut off by clipping
-    (at least 12 characters, or the whole key when it is shorter), becomes ``***``. Server
-    text can quote the request (a proxy echoing the headers into an error page)."""
-    if not key or key[: min(len(key), _SHOWN_KEY)] not in text:
-        return text
-    for end in range(len(key), min(len(key), _SHOWN_KEY) - 1, -1):
-        text = text.replace(key[:end], "***")
-    return text
-
-
-def hide_key(error: BaseException, key: str | None) -> None:
-    """Take the API key out of ``error``: its message and text fields (``body``, ``message``,
-    ``raw``), and those of every exception in its cause/context chain. Failure path only."""
-    if not key:
-        return
-    seen: set[int] = set()
-    stack: list[BaseException] = [error]
-    while stack:
-        exc = stack.pop()
-        if id(exc) in seen:
-            continue
-        seen.add(id(exc))
-        exc.args = tuple(redact(a, key) if isinstance(a, str) else a for a in exc.args)
-        for name in ("body", "message", "raw"):
-            value = getattr(exc, name, None)
-            if isinstance(value, str):
-                setattr(exc, name, redact(value, key))
-        stack += [e for e in (exc.__cause__, exc.__context__) if e is not None]
 
 
 class LoadingWait:
@@ -82,13 +53,11 @@ class LoadingWait:
         since = self.since = self.since if self.since is not None else anyio.current_time()
         while True:
             if anyio.current_time() - since > config.load_timeout:
-                raise LoadTimeoutError(
-                    f"the model was still loading after {config.load_timeout} s"
-                )
+                raise LoadTimeoutError(f"the model was still loading after {config.load_timeout} s")
             await anyio.sleep(self._delay)
             self._delay = min(self._delay * 2, 2.0)
             try:
-                status, _ = await self._endpoint.call("GET", "/health")
+                status, _ = await self._endpoint.call("GET", self._endpoint.model_path("/health"))
             except ConnectError as exc:
                 self._refused += 1
                 if self._refused > config.max_retries:
@@ -120,13 +89,16 @@ async def attempts(
     body: bytes,
     headers: Mapping[str, str] | None = None,
     resumer: Resumer | None = None,
-) -> AsyncIterator[list[ChatEvent] | Response]:
-    """Yield waiting events, then the streaming Response (status < 300)."""
+    path: str = CHAT_PATH,
+    model: str = "",
+) -> AsyncGenerator[list[ChatEvent] | Response, None]:
+    """Yield waiting events, then the streaming Response (status < 300). ``model``: the
+    router model the chat names (its errors are typed for it)."""
     config = endpoint.config
     attempt = 0
     loading = LoadingWait(endpoint)
     while True:
-        outcome = await _try_once(endpoint, config, body, headers)
+        outcome = await _try_once(endpoint, config, body, headers, path)
         if isinstance(outcome, _Failed) and outcome.unanswered is not None:
             error = outcome.unanswered
             outcome = await _unanswered(error, resumer)
@@ -142,7 +114,7 @@ async def attempts(
             await loading.wait()
             continue
         if status is not None and (status not in RETRYABLE_STATUS or attempt >= config.max_retries):
-            raise status_error(status, outcome.data, outcome.location)
+            raise _status_error(model, status, outcome)
         if attempt >= config.max_retries:
             raise (StreamClosedEarlyError if outcome.reached else ConnectError)(outcome.error)
         attempt += 1
@@ -153,15 +125,26 @@ async def attempts(
         await anyio.sleep(delay)
 
 
+def _status_error(model: str, status: int, outcome: _Failed) -> InferError:
+    """The typed error of a failed answer; a router's own answers (unknown model, not
+    loaded, model limit, failed load) when a model is named."""
+    error = status_error(status, outcome.data, outcome.location)
+    return router_error(error, model) if model else error
+
+
 async def _try_once(
-    endpoint: Endpoint, config: Config, body: bytes, headers: Mapping[str, str] | None
+    endpoint: Endpoint,
+    config: Config,
+    body: bytes,
+    headers: Mapping[str, str] | None,
+    path: str = CHAT_PATH,
 ) -> Response | _Failed:
     """One POST: the Response when it is a success, else what failed."""
     try:
         with anyio.fail_after(config.wait_timeout):
             response = await endpoint.send(
                 "POST",
-                CHAT_PATH,
+                path,
                 body,
                 stream=True,
                 read_timeout=config.stall_timeout,

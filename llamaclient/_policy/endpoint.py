@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
+from .._protocol.models import model_query
 from .._protocol.status import status_error
 from .._protocol.wire import ANY_DECODER
 from .._transports.base import Response, Transport, TransportError
@@ -21,6 +22,7 @@ from .._types.errors import (
     StalledError,
     WaitTimeoutError,
 )
+from .secret import hide_key
 
 if TYPE_CHECKING:
     import httpx
@@ -155,10 +157,19 @@ class Endpoint:
                 )
         return b"".join(pieces)
 
+    def model_path(self, path: str) -> str:
+        """``path`` with ``?model=`` naming the configured model (a router proxies the GET to
+        that model's server), unchanged without one."""
+        return model_query(path, self.config.model)
+
     async def get_json(self, path: str) -> Any:
+        """``GET path`` (with ``?model=``, see :meth:`model_path`), decoded."""
+        path = self.model_path(path)
         status, data = await self.call("GET", path)
         if status >= 400:
-            raise status_error(status, data)
+            error = status_error(status, data)
+            hide_key(error, self.config.api_key)  # a proxy's error page may quote the headers
+            raise error
         try:
             return ANY_DECODER.decode(data)
         except (msgspec.DecodeError, RecursionError) as exc:

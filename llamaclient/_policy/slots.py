@@ -9,7 +9,8 @@ with ``wait=False``, ``BusyError``).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 
 import anyio
 
@@ -43,7 +44,7 @@ class SlotQueue:
     def __init__(self) -> None:
         self._lines: dict[int, deque[Ticket]] = {}
 
-    async def wait_turn(self, slot: int, ticket: Ticket) -> AsyncIterator[int]:
+    async def wait_turn(self, slot: int, ticket: Ticket) -> AsyncGenerator[int, None]:
         """Yield the number ahead of ``ticket`` each time it changes, until it is 0 (not
         yielded). The caller must call :meth:`leave` when done, also on error."""
         line = self._lines[slot]
@@ -94,11 +95,14 @@ class SlotGate:
         self._released[slot] = anyio.current_time()
         self._queue.leave(slot, ticket)
 
-    async def enter(self, slot: int, ticket: Ticket, *, wait: bool) -> AsyncIterator[ChatEvent]:
+    async def enter(
+        self, slot: int, ticket: Ticket, *, wait: bool
+    ) -> AsyncGenerator[ChatEvent, None]:
         """Wait for our turn (yielding ``Queued``), then check the server's slot (yielding
         ``Waiting(slot_busy=True)``, or raising ``BusyError`` when ``wait`` is False)."""
-        async for ahead in self._queue.wait_turn(slot, ticket):
-            yield Queued(ahead)
+        async with aclosing(self._queue.wait_turn(slot, ticket)) as turn:
+            async for ahead in turn:
+                yield Queued(ahead)
         busy = await self.busy(slot)
         if busy and not wait:
             if await self._still_busy_after_us(slot):

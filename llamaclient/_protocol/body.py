@@ -3,7 +3,10 @@ the same bytes.
 
 Rules (each is what the chat template and the prompt cache need):
 
-- system/user/tool messages: ``{"role", "content"}`` (+ ``tool_call_id`` for tool results);
+- system/user/tool messages: ``{"role", "content"}`` (+ ``tool_call_id`` for tool results,
+  + ``name`` when set); a multi-part user ``content`` is a list of ``{"type": "text"}``,
+  ``{"type": "image_url", "image_url": {"url"}}`` and ``{"type": "input_audio",
+  "input_audio": {"data", "format"}}`` parts (llama-server's ``oaicompat_content_load_media``);
 - an assistant ``content`` of None is sent as ``""``; ``reasoning_content`` None is left out;
   ``tool_calls`` empty is left out; each call is
   ``{"id", "type": "function", "function": {"name", "arguments"}}`` plus its ``extra`` fields,
@@ -19,6 +22,7 @@ Invalid requests raise ``ValueError`` naming the problem, before any network.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -27,7 +31,10 @@ import msgspec
 from .._types.config import Config
 from .._types.messages import (
     AssistantMessage,
+    AudioPart,
+    ImagePart,
     SystemMessage,
+    TextPart,
     ToolCall,
     ToolMessage,
     ToolSchema,
@@ -51,10 +58,32 @@ class _ToolCall(msgspec.Struct, kw_only=True, gc=False):
 
 class _Message(msgspec.Struct, omit_defaults=True, gc=False):
     role: str
-    content: str
+    content: str | list[Any]
     tool_call_id: str | None = None
     reasoning_content: str | None = None
     tool_calls: list[Any] | None = None
+    name: str | None = None  # last: a message without it keeps its exact bytes
+
+
+class _Text(msgspec.Struct, tag_field="type", tag="text", gc=False):
+    text: str
+
+
+class _Url(msgspec.Struct, gc=False):
+    url: str
+
+
+class _Image(msgspec.Struct, tag_field="type", tag="image_url", gc=False):
+    image_url: _Url
+
+
+class _Audio(msgspec.Struct, gc=False):
+    data: str
+    format: str
+
+
+class _InputAudio(msgspec.Struct, tag_field="type", tag="input_audio", gc=False):
+    input_audio: _Audio
 
 
 class _ToolFunction(msgspec.Struct, gc=False):
@@ -111,7 +140,7 @@ def build_body(config: Config, request: ChatRequest, *, stream: bool = True) -> 
     """The JSON body for ``POST /v1/chat/completions``."""
     _check_request(request)
     body = _Body(
-        model=config.model or None,
+        model=request.model or config.model or None,
         messages=[_message(m, i) for i, m in enumerate(request.messages)],
         tools=[_tool(t) for t in request.tools] or None,
         tool_choice=request.tool_choice,
@@ -149,7 +178,10 @@ def _pick(value: Any, default: Any) -> Any:
 
 def _message(message: object, position: int) -> _Message:
     if isinstance(message, UserMessage):
-        return _Message("user", _text(message.content, position))
+        content = message.content
+        if isinstance(content, str):
+            return _Message("user", content, name=message.name)
+        return _Message("user", _parts(content, position), name=message.name)
     if isinstance(message, AssistantMessage):
         content = message.content if message.content is not None else ""
         return _Message(
@@ -157,11 +189,17 @@ def _message(message: object, position: int) -> _Message:
             _text(content, position),
             reasoning_content=message.reasoning_content,
             tool_calls=[_tool_call(c, position) for c in message.tool_calls] or None,
+            name=message.name,
         )
     if isinstance(message, ToolMessage):
-        return _Message("tool", _text(message.content, position), tool_call_id=message.tool_call_id)
+        return _Message(
+            "tool",
+            _text(message.content, position),
+            tool_call_id=message.tool_call_id,
+            name=message.name,
+        )
     if isinstance(message, SystemMessage):
-        return _Message("system", _text(message.content, position))
+        return _Message("system", _text(message.content, position), name=message.name)
     raise ValueError(
         f"messages[{position}] is a {type(message).__name__}, not a SystemMessage, "
         "UserMessage, AssistantMessage or ToolMessage"
@@ -173,6 +211,33 @@ def _text(content: object, position: int) -> str:
         kind = type(content).__name__
         raise ValueError(f"messages[{position}].content must be a str, not {kind}")
     return content
+
+
+def _parts(parts: object, position: int) -> list[Any]:
+    if isinstance(parts, (bytes, bytearray)) or not isinstance(parts, Sequence) or not parts:
+        kind = "empty sequence" if parts == () else type(parts).__name__
+        raise ValueError(
+            f"messages[{position}].content must be a str, not {kind} "
+            "(or a non-empty sequence of TextPart, ImagePart and AudioPart)"
+        )
+    return [_part(part, position) for part in parts]
+
+
+def _part(part: object, position: int) -> Any:
+    if isinstance(part, TextPart):
+        return _Text(_text(part.text, position))
+    if isinstance(part, ImagePart):
+        return _Image(_Url(part.wire_url()))
+    if isinstance(part, AudioPart):
+        return _InputAudio(_Audio(_base64(part.data), part.format))
+    raise ValueError(
+        f"messages[{position}].content holds a {type(part).__name__}, not a TextPart, "
+        "ImagePart or AudioPart"
+    )
+
+
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 def _tool_call(call: ToolCall, position: int) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from .messages import AssistantMessage, ToolCall
+from .openai import message_to_openai
 
 __all__ = ["Completion", "FinishReason", "Timings", "Usage"]
 
@@ -70,3 +71,35 @@ class Completion(msgspec.Struct, frozen=True):
             reasoning_content=self.reasoning_content,
             tool_calls=self.tool_calls,
         )
+
+    def to_openai(self, *, created: int = 0) -> dict[str, Any]:
+        """This turn as an OpenAI ``ChatCompletion`` dict (``object: "chat.completion"``, one
+        choice, ``usage``), for code that expects what the OpenAI SDK returns.
+
+        The stream does not keep the server's timestamp: pass ``created`` (Unix seconds) if
+        you need one. ``reasoning_content`` is in the message when the model thought (the
+        field llama-server, vLLM and DeepSeek use); token counts the server did not report
+        are 0. A partial completion (from an error) has ``finish_reason`` None.
+        """
+        usage: dict[str, Any] = {
+            "prompt_tokens": self.usage.prompt_tokens or 0,
+            "completion_tokens": self.usage.completion_tokens or 0,
+        }
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if self.usage.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.usage.cached_tokens}
+        finish = None if self.finish_reason is None else self.finish_reason.value
+        choice = {
+            "index": 0,
+            "message": message_to_openai(self.message()),
+            "finish_reason": finish,
+            "logprobs": None,
+        }
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": created,
+            "model": self.model or "",
+            "choices": [choice],
+            "usage": usage,
+        }

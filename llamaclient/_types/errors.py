@@ -11,8 +11,13 @@
     ├── StreamClosedEarlyError    the body ended before a finish reason arrived
     │   └── ResumeError           the cut stream could not be picked up (session gone)
     ├── ThinkingOverrunError      reasoning went on past the thinking budget plus its grace
-    ├── HTTPStatusError           a non-2xx answer (``status``, ``body``)
-    │   └── ContextOverflowError  the prompt does not fit the slot (``n_prompt_tokens``, ``n_ctx``)
+    ├── ModelLoadError            a router could not load the model (``model``, ``exit_code``)
+    ├── HTTPStatusError           a non-2xx answer (``status``, ``body``, ``message``, ...)
+    │   ├── ContextOverflowError  the prompt does not fit the slot (``n_prompt_tokens``, ``n_ctx``)
+    │   ├── ModelNotFoundError    a router has no model by that name
+    │   ├── ModelNotLoadedError   a router's model is not running (``autoload=False``, unload)
+    │   └── ModelLimitError       a router is at ``models_max`` and can unload none of them
+    ├── UnsupportedInputError     an image or audio the server cannot take (``modality``)
     ├── ServerError               an in-band ``{"error": ...}`` event inside a 200 stream
     └── ProtocolError             bytes that are not what llama-server sends (``raw``)
         └── OutputError           a typed output or tool call that is not valid JSON or not a T
@@ -35,6 +40,10 @@ __all__ = [
     "HTTPStatusError",
     "InferError",
     "LoadTimeoutError",
+    "ModelLimitError",
+    "ModelLoadError",
+    "ModelNotFoundError",
+    "ModelNotLoadedError",
     "OutputError",
     "ProtocolError",
     "ResumeError",
@@ -42,6 +51,7 @@ __all__ = [
     "StalledError",
     "StreamClosedEarlyError",
     "ThinkingOverrunError",
+    "UnsupportedInputError",
     "WaitTimeoutError",
 ]
 
@@ -101,17 +111,39 @@ class HTTPStatusError(InferError):
     """The server answered with a non-2xx status. ``body`` is the response text (a body
     longer than ``Config.max_error_body_bytes`` is not read: ``ProtocolError`` instead).
 
+    ``message``, ``type`` and ``code`` come from llama-server's error envelope
+    ``{"error": {"code", "message", "type"}}`` (e.g. ``"tools param requires --jinja flag"``,
+    ``"server_error"``, ``500``); each is None when the body is not that envelope (a proxy's
+    page, plain text) or lacks the field. The error's text is short: the status, the type and
+    the message (or the start of the body).
+
     llama-server returns many plain input errors as 500, so a status alone never means
     "retry"; see the client's retry rules.
     """
 
     status: int
     body: str
+    message: str | None
+    type: str | None
+    code: int | None
 
-    def __init__(self, status: int, body: str, *, partial: Completion | None = None) -> None:
-        super().__init__(f"HTTP {status}: {_clip(body)}", partial=partial)
+    def __init__(
+        self,
+        status: int,
+        body: str,
+        *,
+        partial: Completion | None = None,
+        message: str | None = None,
+        type: str | None = None,
+        code: int | None = None,
+    ) -> None:
+        head = f"HTTP {status} {type}" if type and message is not None else f"HTTP {status}"
+        super().__init__(f"{head}: {_clip(body if message is None else message)}", partial=partial)
         self.status = status
         self.body = body
+        self.message = message
+        self.type = type
+        self.code = code
 
 
 class ContextOverflowError(HTTPStatusError):
@@ -120,10 +152,72 @@ class ContextOverflowError(HTTPStatusError):
     n_prompt_tokens: int
     n_ctx: int
 
-    def __init__(self, status: int, body: str, n_prompt_tokens: int, n_ctx: int) -> None:
-        super().__init__(status, body)
+    def __init__(
+        self,
+        status: int,
+        body: str,
+        n_prompt_tokens: int,
+        n_ctx: int,
+        *,
+        message: str | None = None,
+        type: str | None = None,
+        code: int | None = None,
+    ) -> None:
+        super().__init__(status, body, message=message, type=type, code=code)
         self.n_prompt_tokens = n_prompt_tokens
         self.n_ctx = n_ctx
+
+
+class UnsupportedInputError(InferError):
+    """The server cannot take an input the request holds: ``modality`` is ``"vision"``,
+    ``"audio"`` or ``"video"`` (it runs no projector for it, ``--mmproj``).
+
+    Raised before sending when the server's ``/props`` says so (checked once per client;
+    ``status`` is then None), or mapped from the server's own refusal (``image input is not
+    supported ...``, an HTTP 500: ``status``, ``body`` and ``message`` are the server's).
+    """
+
+    modality: str
+    status: int | None
+    body: str
+    message: str
+
+    def __init__(
+        self, modality: str, message: str, *, status: int | None = None, body: str = ""
+    ) -> None:
+        super().__init__(_clip(message))
+        self.modality = modality
+        self.status = status
+        self.body = body
+        self.message = message
+
+
+class ModelNotFoundError(HTTPStatusError):
+    """A router has no model by that name (``404`` on load, ``400 model '<x>' not found``)."""
+
+
+class ModelNotLoadedError(HTTPStatusError):
+    """A router's model is not running: a chat with ``autoload=False`` (``400 model is not
+    loaded``), or ``unload_model`` of a model that was not running."""
+
+
+class ModelLimitError(HTTPStatusError):
+    """A router is at ``--models-max`` and could not unload a model to make room (``500
+    model limit reached``): try again later."""
+
+
+class ModelLoadError(InferError):
+    """A router could not load ``model``: its child process exited with ``exit_code`` (None
+    when the router only said that it failed)."""
+
+    model: str
+    exit_code: int | None
+
+    def __init__(self, model: str, exit_code: int | None = None) -> None:
+        code = "" if exit_code is None else f" (exit code {exit_code})"
+        super().__init__(f"the router could not load model {model!r}{code}")
+        self.model = model
+        self.exit_code = exit_code
 
 
 class ServerError(InferError):

@@ -15,11 +15,15 @@
         case Retrying(attempt, after_ms, error): ...  # a safe retry, before any output
         case ThinkingCapped(tokens): ...  # the thinking budget ended the reasoning
         case Resuming(attempt, offset, error): ...  # reconnecting after a cut: nothing lost
+        case ModelLoading(model, status): ...  # a router is loading the model
+        case Routed(server, slot, reason): ...  # a Pool chose this server (first event)
 
 Events are frozen: never filled in later.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import msgspec
 
@@ -29,12 +33,15 @@ __all__ = [
     "ArgumentDelta",
     "ChatEvent",
     "Content",
+    "ModelLoading",
     "OutputDelta",
     "Progress",
     "Queued",
     "Reasoning",
     "Resuming",
     "Retrying",
+    "Routed",
+    "RoutedReason",
     "ThinkingCapped",
     "ToolCallDelta",
     "ToolCallDone",
@@ -146,6 +153,35 @@ class Resuming(msgspec.Struct, frozen=True, gc=False):
     error: str
 
 
+class ModelLoading(msgspec.Struct, frozen=True, gc=False):
+    """A router is getting ``model`` ready; ``status`` is its new state (``unloaded``,
+    ``downloading``, ``loading``, ...). Yielded each time the status changes."""
+
+    model: str
+    status: str
+
+
+RoutedReason = Literal["new session", "sticky", "failover", "slot busy"]
+
+
+class Routed(msgspec.Struct, frozen=True, gc=False):
+    """The first event of every stream of a ``Pool``: it went to ``server`` (a base URL),
+    pinned to ``slot`` (None: the server picks). ``reason``: ``"new session"`` (a session's
+    first request, or no session: the server with the most free slots), ``"sticky"`` (the
+    session's server and slot), ``"failover"`` (the session's server is down: it moved, and
+    its prompt cache was lost) or ``"slot busy"`` (the session's slot was busy while another
+    server had a free one: it moved, and its prompt cache was lost). ``cache_lost`` says
+    whether the server has this session's earlier turns in its cache."""
+
+    server: str
+    slot: int | None
+    reason: RoutedReason
+
+    @property
+    def cache_lost(self) -> bool:
+        return self.reason in ("failover", "slot busy")
+
+
 ChatEvent = (
     Queued
     | Waiting
@@ -159,4 +195,6 @@ ChatEvent = (
     | ThinkingCapped
     | Retrying
     | Resuming
+    | ModelLoading
+    | Routed
 )

@@ -1,12 +1,15 @@
-"""Chat messages, tool calls and tool schemas: what goes into a request.
+"""Chat messages, their content parts, tool calls and tool schemas: what goes into a request.
 
-``ChatMessage`` is the union of the four message kinds. An assistant turn is sent back exactly
+``ChatMessage`` is the union of the four message kinds, tagged by ``role``: a history encodes
+with ``msgspec.json.encode(history)`` and decodes back with
+``msgspec.json.decode(data, type=list[ChatMessage])``. An assistant turn is sent back exactly
 as it arrived (use :meth:`Completion.message`), so the server's prompt cache hits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import base64
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import msgspec
@@ -19,12 +22,17 @@ R = TypeVar("R")
 
 __all__ = [
     "AssistantMessage",
+    "AudioPart",
     "ChatMessage",
+    "ContentPart",
+    "ImagePart",
     "SystemMessage",
+    "TextPart",
     "ToolCall",
     "ToolMessage",
     "ToolSchema",
     "UserMessage",
+    "media_kinds",
 ]
 
 
@@ -97,31 +105,113 @@ class ToolSchema(msgspec.Struct, frozen=True):
         return cls(fn.__name__, doc, spec.schema)
 
 
-class SystemMessage(msgspec.Struct, frozen=True):
+class TextPart(msgspec.Struct, frozen=True, tag_field="type", tag="text"):
+    """Text inside a multi-part user message: ``{"type": "text", "text": ...}`` on the wire."""
+
+    text: str
+
+
+class ImagePart(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="type", tag="image"):
+    """An image inside a user message: give ``data`` (the file's bytes, sent as a base64
+    ``data:<mime>;base64,...`` URL) or ``url`` (sent as given: ``https://...`` is fetched
+    by the server itself). On the wire: ``{"type": "image_url", "image_url": {"url": ...}}``.
+
+    The server takes images only when it runs a vision projector (``--mmproj``); otherwise
+    the request fails with :class:`~llamaclient.UnsupportedInputError`.
+    """
+
+    data: bytes | None = None
+    url: str | None = None
+    mime: str = "image/png"
+
+    def __post_init__(self) -> None:
+        if (self.data is None) == (self.url is None):
+            raise ValueError("ImagePart needs exactly one of data= or url=")
+        if self.data is not None and not self.mime.startswith("image/"):
+            raise ValueError(f"ImagePart mime must start with 'image/', not {self.mime!r}")
+
+    def wire_url(self) -> str:
+        """The URL the server gets: ``url`` as given, or ``data`` as a base64 data URL."""
+        if self.data is None:
+            return self.url or ""
+        return f"data:{self.mime};base64,{_base64(self.data)}"
+
+
+class AudioPart(msgspec.Struct, frozen=True, tag_field="type", tag="audio"):
+    """Audio inside a user message: the file's bytes and its ``format`` (``"wav"``,
+    ``"mp3"``). On the wire: ``{"type": "input_audio", "input_audio": {"data": <base64>,
+    "format": ...}}``. The server needs an audio-capable projector (``--mmproj``)."""
+
+    data: bytes
+    format: str
+
+
+ContentPart = TextPart | ImagePart | AudioPart
+"""One part of a multi-part user message (tagged by ``type`` when saved as JSON)."""
+
+
+class SystemMessage(
+    msgspec.Struct, frozen=True, omit_defaults=True, tag_field="role", tag="system"
+):
+    """Instructions for the whole conversation. ``name`` is passed to the chat template."""
+
     content: str
+    name: str | None = None
 
 
-class UserMessage(msgspec.Struct, frozen=True):
-    content: str
+class UserMessage(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="role", tag="user"):
+    """What the user said: a string, or a sequence of :data:`ContentPart` (text, images,
+    audio), kept as a tuple. ``name`` is passed to the chat template."""
+
+    content: str | Sequence[ContentPart]
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        content = self.content
+        if not isinstance(content, (str, bytes, tuple)) and isinstance(content, Sequence):
+            msgspec.structs.force_setattr(self, "content", tuple(content))
 
 
-class AssistantMessage(msgspec.Struct, frozen=True):
+class AssistantMessage(
+    msgspec.Struct, frozen=True, omit_defaults=True, tag_field="role", tag="assistant"
+):
     """An assistant turn. ``content`` None is sent as ``""``; ``reasoning_content`` None is
     left out; ``tool_calls`` empty is left out."""
 
     content: str | None = None
     reasoning_content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+    name: str | None = None
 
 
-class ToolMessage(msgspec.Struct, frozen=True):
-    """The result of the tool call ``tool_call_id``."""
+class ToolMessage(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="role", tag="tool"):
+    """The result of the tool call ``tool_call_id``. ``name`` (the tool's name) is passed
+    to the chat template; some templates show it."""
 
     tool_call_id: str
     content: str
+    name: str | None = None
 
 
 ChatMessage = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+"""Any chat message; a tagged union (``role``), so ``list[ChatMessage]`` decodes."""
+
+
+def media_kinds(messages: Sequence[object]) -> frozenset[str]:
+    """The input modalities the messages need beyond text: ``"vision"`` and/or ``"audio"``."""
+    kinds: set[str] = set()
+    for message in messages:
+        if isinstance(message, UserMessage) and not isinstance(message.content, str):
+            for part in message.content:
+                if isinstance(part, ImagePart):
+                    kinds.add("vision")
+                elif isinstance(part, AudioPart):
+                    kinds.add("audio")
+    return frozenset(kinds)
+
+
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 def _parameters(schema: Mapping[str, Any]) -> dict[str, Any]:

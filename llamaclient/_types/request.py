@@ -36,6 +36,15 @@ class ChatRequest(msgspec.Struct, frozen=True):
       which llama-server tokenizes and biases token by token. As ``(key, bias)`` pairs the keys
       go to llama-server as given: an ``int`` is a token id, a ``str`` is always text.
     - ``json_schema``/``response_format``: constrain the answer.
+    - ``model``: the model of this chat (a router's model name); None: ``Config.model``. A
+      ``Pool`` sends it only to the servers whose ``Config.model`` is that name (or, if none
+      is, to those that name no model).
+    - ``autoload``: for a llama-server router, load the model if it is not running (the
+      default); False sends ``?autoload=false`` and a model that is not running is a
+      ``ModelNotLoadedError``.
+    - ``session``: for a ``Pool``, the conversation this request belongs to: its requests go
+      to the same server and slot, in order, so the prompt cache stays warm. Ignored by
+      ``Client``.
     - ``extra``: more body fields for server options not modelled here; they override ours.
     """
 
@@ -59,3 +68,6 @@ class ChatRequest(msgspec.Struct, frozen=True):
     sse_ping_interval: int | None = None
     wait: bool = True
     extra: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    autoload: bool = True
+    session: str | None = None
+    model: str | None = None

@@ -54,6 +54,7 @@ from llamaclient import (
     UserMessage,
     Waiting,
     build_body,
+    from_openai,
 )
 from tests.conftest import drain
 from tests.support.reference import fold
@@ -81,16 +82,19 @@ STREAMED = (
 )
 ERRORS = (
     "context_overflow",
+    "image_unsupported",
     "loading_503",
     "not_found",
     "validation_error",
     "validation_error_500",
 )
+INFO = ("props", "slots")  # GET answers, replayed in test_server_info.py
 CONTROL_CALL = "thinking_control_call"
 RESUMED = ("resumed_cut", "resumed_rest")  # a cut stream and its rest (X-Conversation-Id)
 CHAT_POSTS = (
     *STREAMED,
     "context_overflow",
+    "image_unsupported",
     "loading_503",
     "validation_error",
     "validation_error_500",
@@ -167,10 +171,8 @@ def assemble(recording: Recording) -> Folded:
 
 def equivalent_request(body: dict[str, Any]) -> ChatRequest:
     """The ChatRequest that says what a hand-built recorded body says."""
-    messages = []
-    for message in body["messages"]:
-        assert message["role"] == "user", message
-        messages.append(UserMessage(message["content"]))
+    messages = from_openai(body["messages"])
+    assert all(isinstance(message, UserMessage) for message in messages)
     tools = [
         ToolSchema(t["function"]["name"], t["function"]["description"], t["function"]["parameters"])
         for t in body.get("tools", [])
@@ -265,7 +267,7 @@ def responder(*recordings: Recording, split: Splitter | None = None) -> Callable
 
 # -- the files are what they claim to be -----------------------------------------------------
 def test_every_recording_is_classified() -> None:
-    assert sorted(RECORDINGS) == sorted({*STREAMED, *ERRORS, CONTROL_CALL, *RESUMED})
+    assert sorted(RECORDINGS) == sorted({*STREAMED, *ERRORS, CONTROL_CALL, *RESUMED, *INFO})
 
 
 @pytest.mark.parametrize("name", sorted(RECORDINGS))
@@ -424,6 +426,15 @@ async def test_status_error_replay(name: str) -> None:
     assert error.status == rec(name).status
     assert error.body == rec(name).body.decode()
     assert error.partial is None
+    # The envelope's fields, read from the real body (404's keys come in another order).
+    envelope = json.loads(rec(name).body)["error"]
+    assert (error.message, error.type, error.code) == (
+        envelope["message"],
+        envelope["type"],
+        envelope["code"],
+    )
+    assert str(error) == f"HTTP {error.status} {error.type}: {error.message}"
+    assert len(str(error)) < 200
 
 
 async def test_not_found_on_a_helper() -> None:

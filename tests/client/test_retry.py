@@ -221,7 +221,7 @@ async def test_stale_keep_alive_connection_is_retried_once_silently(
     server.route("GET", "/slots", [Json(200, IDLE_SLOT)])
     server.route("POST", CHAT, [Close()], stream(chat_chunks(["two"])))
     client = make_client(max_retries=0)
-    assert await client.slots() == IDLE_SLOT
+    assert [slot.raw for slot in await client.slots()] == IDLE_SLOT
     events, error = await drain(client.chat(user()))
     assert (events, error) == ([Content("two")], None)
     slots, stale, fresh = server.requests
@@ -267,7 +267,7 @@ async def test_connection_closed_by_the_server_while_idle(transport: TransportNa
         server.route("GET", "/slots", [Json(200, IDLE_SLOT)])
         server.route("POST", CHAT, stream(chat_chunks(["two"])))
         async with Client(make_config(server.url, transport, max_retries=0)) as client:
-            assert await client.slots() == IDLE_SLOT
+            assert [slot.raw for slot in await client.slots()] == IDLE_SLOT
             await server.wait_for(lambda: server.connections_open == 0, timeout=2.0)
             assert server.connections[0].close_reason == "idle"
             assert (await drain(client.chat(user()))) == ([Content("two")], None)

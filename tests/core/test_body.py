@@ -394,7 +394,8 @@ class _NamedThing:
         ),
         (
             ChatRequest([SystemMessage("s"), UserMessage(5)]),  # type: ignore[arg-type]
-            "messages[1].content must be a str, not int",
+            "messages[1].content must be a str, not int "
+            "(or a non-empty sequence of TextPart, ImagePart and AudioPart)",
         ),
         (
             ChatRequest([UserMessage("u"), SystemMessage(None)]),  # type: ignore[arg-type]

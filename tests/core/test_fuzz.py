@@ -23,6 +23,7 @@ runs many and prints how many ran.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ from hypothesis import strategies as st
 from devtools.recording import load
 from llamaclient import Assembler, HTTPStatusError, InferError, ProtocolError
 from llamaclient._protocol.http11 import HEAD, Http11Error, ResponseParser
+from llamaclient._protocol.info import props_from, slots_from
 from llamaclient._protocol.sse import SSEDecoder
 from llamaclient._protocol.status import status_error
 from llamaclient._types.errors import RAW_KEPT
@@ -329,6 +331,12 @@ def test_mutated_recordings(data: bytes, cuts: list[int]) -> None:
 def test_recordings_pass_whole_and_cut(path: Path) -> None:
     """The unmutated recordings, for contrast: answers are Completions, errors typed."""
     recording = load(path)
+    if recording.request_line.startswith("GET /props"):  # not chat answers: typed info
+        assert props_from(json.loads(recording.body)).total_slots > 0
+        return
+    if recording.request_line.startswith("GET /slots"):
+        assert slots_from(json.loads(recording.body))
+        return
     data = recording.raw_response
     whole = run(data, [], "recording", max_event=1 << 20)
     for step in (1, 7, 100):

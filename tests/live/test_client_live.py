@@ -366,7 +366,7 @@ async def test_overrun_events_hold_all_the_partial_reasoning(base_url: str) -> N
 async def wait_idle(client: Client, slot: int, within: float = 2.0) -> float:
     """Seconds until ``GET /slots`` shows ``slot`` idle; fails after ``within``."""
     started = time.monotonic()
-    while (await client.slots())[slot]["is_processing"]:
+    while (await client.slots())[slot].is_processing:
         elapsed = time.monotonic() - started
         assert elapsed < within, f"slot {slot} still processing after {elapsed:.2f} s"
         await anyio.sleep(0.02)
@@ -389,7 +389,13 @@ async def test_context_overflow(live_client: Client) -> None:
 # -- a multi-turn agent loop on the prompt cache --------------------------------------------
 async def test_agent_loop_reuses_the_whole_previous_prompt(live_client: Client) -> None:
     """answer → tool call → results → answer ...: each turn re-sends ``Completion.message()``
-    (and the tool results); the pinned slot's cache covers the whole previous prompt."""
+    (and the tool results) on pinned slot 1.
+
+    What it asserts, for this model kind (the scripted model: llama architecture, full
+    attention): ``cache_n == previous prompt`` on every turn, exactly (measured: 1136 → 1208
+    → 1372 → 1652 → 1724). The reused prefix is the whole previous prompt and stops where the
+    echoed answer starts. Sliding-window models reuse less while the conversation is shorter
+    than the window (previous prompt - 5 on Gemma 3): ``tests/live/test_gemma_cache.py``."""
     turns = [
         ("reasoning_answer", FinishReason.STOP),
         ("tool_call", FinishReason.TOOL_CALLS),
@@ -413,7 +419,7 @@ async def test_agent_loop_reuses_the_whole_previous_prompt(live_client: Client) 
         assert prompt is not None
         if turn:
             assert prompt > previous_prompt
-            assert timings.cache_n >= previous_prompt - 1, (turn, timings, previous_prompt)
+            assert timings.cache_n == previous_prompt, (turn, timings, previous_prompt)
             first = next(e for e in events if isinstance(e, Progress))
             assert first.cache == timings.cache_n
         previous_prompt = prompt

@@ -49,4 +49,4 @@ async def test_unified_kv_overflow_raises_server_error_with_partial(live_client:
             assert completion.usage.completion_tokens == 90
             assert completion.content == text_of(output(events), Content)
     # The failed streams were closed: every slot is idle again.
-    assert not [s["id"] for s in await live_client.slots() if s["is_processing"]]
+    assert not [s.id for s in await live_client.slots() if s.is_processing]

@@ -183,9 +183,9 @@ async def test_cancel_stops_a_generation_a_killed_client_left_running(base_url: 
     conversation_id = await anyio.to_thread.run_sync(spawn_and_kill, base_url, 30_000)
     async with Client(live_config(base_url)) as client:
         await anyio.sleep(0.3)
-        assert any(s["is_processing"] for s in await client.slots())
+        assert any(s.is_processing for s in await client.slots())
         assert await client.cancel(conversation_id) is True
         started = time.monotonic()
-        while any(s["is_processing"] for s in await client.slots()):
+        while any(s.is_processing for s in await client.slots()):
             assert time.monotonic() - started < 2.0
             await anyio.sleep(0.02)

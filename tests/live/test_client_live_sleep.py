@@ -17,7 +17,7 @@ LLAMA_SERVER_FLAGS = ("--sleep-idle-seconds", "1", "-np", "1", "-c", "4096")
 
 async def wait_sleeping(client: Client, want: bool, within: float = 10.0) -> None:
     deadline = time.monotonic() + within
-    while (await client.props())["is_sleeping"] is not want:
+    while (await client.props()).is_sleeping is not want:
         assert time.monotonic() < deadline, f"is_sleeping never became {want}"
         await anyio.sleep(0.1)
 

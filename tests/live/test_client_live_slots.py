@@ -37,7 +37,7 @@ LLAMA_SERVER_FLAGS = ("-np", "2", "-c", "65536", "-b", "64", "-ub", "64")
 
 
 async def slot_busy(client: Client, slot: int) -> bool:
-    return bool((await client.slots())[slot]["is_processing"])
+    return (await client.slots())[slot].is_processing
 
 
 async def wait_idle(client: Client, slot: int, within: float = 2.0) -> float:

@@ -245,6 +245,9 @@ def assistant_echo(stream: Stream) -> dict[str, Any]:
 
 @pytest.mark.asyncio
 async def test_multi_turn_exact_echo_hits_prompt_cache(client: httpx.AsyncClient) -> None:
+    """Raw HTTP, hand-built exact echo, pinned slot 0, the scripted model (full attention):
+    ``cache_n == previous prompt`` on every turn, exactly. (Sliding-window models reuse
+    previous prompt - 5 while the conversation is within the window: test_gemma_cache.py.)"""
     usage = {"include_usage": True}
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Read notes.txt please."}]
     tools = SCRIPTS["two_tool_calls"].fields["tools"]

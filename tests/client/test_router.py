@@ -1,0 +1,236 @@
+"""Router mode against an in-memory router: ?model= on the GET helpers, the typed model list,
+load/unload and their errors, ModelLoading before a chat, a failed load, ?autoload=false."""
+
+from __future__ import annotations
+
+import pytest
+
+from llamaclient import (
+    ChatEvent,
+    ChatRequest,
+    Client,
+    Config,
+    Content,
+    HTTPStatusError,
+    LoadTimeoutError,
+    ModelInfo,
+    ModelLimitError,
+    ModelLoadError,
+    ModelLoading,
+    ModelNotFoundError,
+    ModelNotLoadedError,
+    UserMessage,
+)
+from llamaclient._protocol.models import decode_models, model_query
+from tests.support.fakefleet import FakeRouter, FakeServer
+
+pytestmark = pytest.mark.anyio
+
+HI = ChatRequest([UserMessage("hi")])
+
+
+def client(fake: FakeServer, model: str = "alpha", **options: object) -> Client:
+    config = Config("http://router", model=model, retry_backoff=0.001, **options)  # type: ignore[arg-type]
+    return Client(config, transport=fake)
+
+
+async def test_the_get_helpers_name_the_model() -> None:
+    fake = FakeRouter("alpha")
+    async with client(fake, "a b/c") as c:
+        await c.health()
+        await c.props()
+        await c.slots()
+    assert [(s.path, s.query) for s in fake.sent] == [
+        (path, {"model": "a b/c"}) for path in ("/health", "/props", "/slots")
+    ]
+
+
+async def test_without_a_model_the_get_helpers_name_none() -> None:
+    fake = FakeServer()
+    async with client(fake, "") as c:
+        await c.health()
+        await c.slots()
+    assert [s.query for s in fake.sent] == [{}, {}]
+
+
+async def test_models_are_typed_with_status_and_failure() -> None:
+    fake = FakeRouter("alpha", "broken", broken=("broken",), steps=1)
+    fake.status["alpha"] = "sleeping"
+    async with client(fake) as c:
+        with pytest.raises(ModelLoadError) as caught:
+            await c.load_model("broken")
+        models = await c.models()
+    assert caught.value.model == "broken"
+    assert caught.value.exit_code == 1
+    assert models == [
+        ModelInfo("alpha", ("alpha-alias",), "sleeping"),
+        ModelInfo("broken", ("broken-alias",), "unloaded", True, 1),
+    ]
+    assert models[0].ready
+    assert not models[1].ready
+
+
+async def test_load_waits_until_loaded_and_unload_until_unloaded() -> None:
+    fake = FakeRouter("alpha", steps=3)
+    async with client(fake) as c:
+        assert await c.load_model("alpha") is True
+        assert fake.status["alpha"] == "loaded"
+        assert await c.load_model("alpha") is False  # already running
+        assert await c.unload_model("alpha") is True
+        assert await c.unload_model("alpha") is False  # not running
+    assert fake.status["alpha"] == "unloaded"
+
+
+async def test_load_without_waiting_returns_while_it_loads() -> None:
+    fake = FakeRouter("alpha", steps=3)
+    async with client(fake) as c:
+        assert await c.load_model("alpha", wait=False) is True
+    assert fake.status["alpha"] == "loading"
+
+
+async def test_router_errors_are_typed() -> None:
+    fake = FakeRouter("alpha", "limit")
+    async with client(fake) as c:
+        with pytest.raises(ModelNotFoundError):
+            await c.load_model("nope")
+        with pytest.raises(ModelNotFoundError):
+            await c.unload_model("nope")
+        with pytest.raises(ModelLimitError) as caught:
+            await c.load_model("limit")
+    assert caught.value.status == 500
+
+
+async def test_a_chat_for_a_model_not_loaded_reports_each_status_then_streams() -> None:
+    fake = FakeRouter("alpha", steps=2)
+    async with client(fake) as c:
+        events = [e async for e in c.chat(HI)]
+    loading = [e for e in events if isinstance(e, ModelLoading)]
+    assert loading == [
+        ModelLoading("alpha", "unloaded"),
+        ModelLoading("alpha", "loading"),
+        ModelLoading("alpha", "loaded"),
+    ]
+    assert events[: len(loading)] == loading
+    assert [e.text for e in events if isinstance(e, Content)] == ["ok"]
+    assert [s.path for s in fake.sent].count("/models/load") == 1
+
+
+async def test_a_loaded_model_costs_one_look_and_no_event() -> None:
+    fake = FakeRouter("alpha")
+    fake.status["alpha"] = "loaded"
+    async with client(fake) as c:
+        events = [e async for e in c.chat(HI)]
+    assert not any(isinstance(e, ModelLoading) for e in events)
+    assert [s.path for s in fake.sent] == ["/models", "/v1/chat/completions"]
+
+
+async def test_a_failed_load_names_the_model_and_the_exit_code() -> None:
+    fake = FakeRouter("broken", broken=("broken",))
+    async with client(fake, "broken") as c:
+        seen: list[ChatEvent] = []
+
+        async def run() -> None:
+            async for event in c.chat(HI):
+                seen.append(event)
+
+        with pytest.raises(ModelLoadError) as caught:
+            await run()
+    assert caught.value.model == "broken"
+    assert caught.value.exit_code == 1
+    assert "broken" in str(caught.value)
+    assert "exit code 1" in str(caught.value)
+    assert seen[-2:] == [ModelLoading("broken", "loading"), ModelLoading("broken", "unloaded")]
+    assert not fake.chats  # never sent
+
+
+async def test_the_load_wait_is_bounded_by_load_timeout() -> None:
+    fake = FakeRouter("alpha", steps=10**6)
+    async with client(fake, load_timeout=0.3, wait_timeout=0.01) as c:
+        with pytest.raises(LoadTimeoutError):
+            await c.complete(HI)
+
+
+async def test_autoload_false_goes_on_the_url_and_a_stopped_model_is_not_loaded() -> None:
+    fake = FakeRouter("alpha")
+    async with client(fake) as c:
+        with pytest.raises(ModelNotLoadedError):
+            await c.complete(ChatRequest([UserMessage("hi")], autoload=False))
+    assert fake.chats[0].query == {"autoload": "false"}
+    assert "/models/load" not in [s.path for s in fake.sent]
+
+
+async def test_an_unknown_model_in_a_chat_is_model_not_found() -> None:
+    fake = FakeRouter("alpha")
+    async with client(fake, "zzz") as c:
+        with pytest.raises(ModelNotFoundError) as caught:
+            await c.complete(HI)
+    assert isinstance(caught.value, HTTPStatusError)
+    assert caught.value.status == 400
+
+
+async def test_the_routers_own_failed_load_answer_is_a_model_load_error() -> None:
+    """A model that the look saw ready, then failed on the router's own autoload."""
+    fake = FakeRouter("broken")
+    fake.status["broken"] = "loaded"
+    fake.chat_error = (500, "model name=broken failed to load")
+    async with client(fake, "broken") as c:
+        with pytest.raises(ModelLoadError) as caught:
+            await c.complete(HI)
+    assert caught.value.model == "broken"
+    assert caught.value.exit_code is None
+
+
+async def test_the_model_limit_on_a_chat_is_a_model_limit_error() -> None:
+    fake = FakeRouter("alpha")
+    fake.chat_error = (500, "model limit reached, try again later")
+    async with client(fake) as c:
+        with pytest.raises(ModelLimitError):
+            await c.complete(HI)
+
+
+async def test_a_plain_server_is_learnt_once_and_never_looked_at_again() -> None:
+    fake = FakeServer()
+    async with client(fake) as c:
+        await c.complete(HI)
+        await c.complete(HI)
+    assert [s.path for s in fake.sent] == ["/models", *["/v1/chat/completions"] * 2]
+
+
+def test_model_query_quotes_and_appends() -> None:
+    assert model_query("/slots", "") == "/slots"
+    assert model_query("/slots", "org/m:Q4 x") == "/slots?model=org%2Fm%3AQ4%20x"
+    assert model_query("/slots?fail_on_no_slot=1", "m") == "/slots?fail_on_no_slot=1&model=m"
+
+
+def test_a_plain_servers_model_list_is_not_a_router() -> None:
+    infos, router = decode_models(b'{"data":[{"id":"x.gguf","object":"model"}]}')
+    assert not router
+    assert infos == [ModelInfo("x.gguf", (), "loaded")]
+
+
+async def test_a_request_naming_its_model_overrides_the_config() -> None:
+    fake = FakeRouter("alpha", "beta")
+    fake.status["alpha"] = "loaded"
+    async with client(fake) as c:
+        events = [e async for e in c.chat(ChatRequest([UserMessage("hi")], model="beta"))]
+    assert ModelLoading("beta", "loaded") in events
+    assert fake.chats[0].json["model"] == "beta"
+    assert [s.json for s in fake.sent if s.path == "/models/load"] == [{"model": "beta"}]
+
+
+async def test_a_load_that_fails_at_once_still_says_it_was_loading() -> None:
+    fake = FakeRouter("broken", broken=("broken",), steps=1)
+    async with client(fake, "broken") as c:
+        seen: list[ChatEvent] = []
+
+        async def run() -> None:
+            async for event in c.chat(HI):
+                seen.append(event)
+
+        with pytest.raises(ModelLoadError):
+            await run()
+    assert seen == [
+        ModelLoading("broken", "unloaded"),
+        ModelLoading("broken", "loading"),
+        ModelLoading("broken", "unloaded"),
+    ]
