@@ -135,6 +135,14 @@ def _arguments_flat(r: Results) -> tuple[float | None, bool]:
     return x, x is not None and x <= 1.25
 
 
+def _output_flat(r: Results) -> tuple[float | None, bool]:
+    x = None
+    for metric in r.samples:
+        if metric.scenario == "output" and "/" in metric.name:
+            x = r.best(metric, "OutputDecoder")
+    return x, x is not None and x <= 1.25
+
+
 TARGETS = (
     Target("bulk: ours CPU/event ≤ 1.5x floor httpx (ratio)", _bulk_vs_httpx),
     Target("bulk: openai raw CPU/event ≥ 10x ours (ratio)", _bulk_vs_openai),
@@ -149,6 +157,7 @@ TARGETS = (
     ),
     Target("scaling: ours per-chunk cost, long / short ≤ 1.25 (ratio)", _flat),
     Target("arguments: per-fragment cost, 100k / 1k fragments ≤ 1.25 (ratio)", _arguments_flat),
+    Target("output: per-fragment cost, 100k / 1k fragments ≤ 1.25 (ratio)", _output_flat),
 )
 
 

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import args_bench, pool_bench, sse_micro
+from bench import args_bench, output_bench, pool_bench, sse_micro
 from bench.chunks import Spec
 from bench.contenders import CONTENDERS, TLS, VARIANTS, Contender, Unavailable, make
 from bench.fake_server import FakeServer
@@ -463,6 +463,44 @@ async def pool(settings: Settings, server: FakeServer, results: Results) -> None
             results.add(metric, "ours (Pool)", measured[key])
 
 
+async def output(settings: Settings, server: FakeServer, results: Results) -> None:
+    """Typed output decoding alone (``OutputDecoder``, no network): µs per 8-character
+    fragment of a long structured answer at 1,000 / 10,000 / 100,000 fragments, with and
+    without reading ``partial()`` after each, and re-parsing the prefix for contrast."""
+    name = "OutputDecoder"
+    for _ in range(max(settings.repeats, 1)):
+        measured = await asyncio.to_thread(output_bench.run)
+        for key, label, contender in (
+            ("us_per_fragment_1k", "CPU µs/fragment, 1,000 fragments", name),
+            ("us_per_fragment_10k", "CPU µs/fragment, 10,000 fragments", name),
+            ("us_per_fragment_100k", "CPU µs/fragment, 100,000 fragments", name),
+            (
+                "us_per_fragment_with_partial_1k",
+                "CPU µs/fragment, 1,000 fragments",
+                f"{name} + partial()",
+            ),
+            (
+                "us_per_fragment_with_partial_100k",
+                "CPU µs/fragment, 100,000 fragments",
+                f"{name} + partial()",
+            ),
+            (
+                "reparse_us_per_fragment_1k",
+                "CPU µs/fragment, 1,000 fragments",
+                "re-parse the prefix",
+            ),
+            (
+                "reparse_us_per_fragment_3k",
+                "CPU µs/fragment, 3,000 fragments",
+                "re-parse the prefix",
+            ),
+        ):
+            metric = Metric("output", label, ratios=False, digits=2)
+            results.add(metric, contender, measured[key])
+        flat = Metric("output", "100,000 / 1,000 per-fragment cost", ratios=False, digits=2)
+        results.add(flat, name, measured["ratio_100k_1k"])
+
+
 SCENARIOS: dict[str, Scenario] = {
     "sse": sse,
     "bulk": bulk,
@@ -476,4 +514,5 @@ SCENARIOS: dict[str, Scenario] = {
     "import": import_time,
     "arguments": arguments,
     "pool": pool,
+    "output": output,
 }

@@ -7,8 +7,10 @@ attempts, the thinking budget). A :class:`ChatStream` gets the policies, never t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import msgspec
 
 from ._policy.chat import ChatPolicies
 from ._policy.endpoint import Endpoint
@@ -22,11 +24,14 @@ from ._types.config import Config
 from ._types.models import ModelInfo
 from ._types.request import ChatRequest
 from ._types.server import Props, Slot
+from ._types.typed import OutputType, output_type
 
 if TYPE_CHECKING:
     import httpx
 
 __all__ = ["Client"]
+
+T = TypeVar("T")
 
 
 class Client:
@@ -68,6 +73,7 @@ class Client:
         *,
         live_arguments: bool | Iterable[str] = False,
         lenient_arguments: bool = True,
+        output: type[Any] | Mapping[str, Any] | None = None,
     ) -> ChatStream:
         """Stream one chat: ``async for event in client.chat(request)``. The body is built
         (and bad requests raise ``ValueError``) right here, before any network.
@@ -75,12 +81,38 @@ class Client:
         ``live_arguments``: also yield ``ArgumentDelta`` events, the decoded text of each
         string argument as it streams, for every tool (True) or the tools named.
         ``lenient_arguments`` decodes them with the lenient rules (see ``ArgumentStream``).
+
+        ``output``: constrain the answer to the JSON Schema of this type (a
+        ``msgspec.Struct``, dataclass, ``TypedDict``, pydantic model, or a JSON Schema
+        ``dict``). The stream also yields ``OutputDelta`` events as the answer's values are
+        written, ``stream.output()`` is the value so far, and ``stream.completion.output``
+        the validated instance; an answer that is not one raises ``OutputError``.
         """
+        spec = None if output is None else _output_spec(request, output)
+        if spec is not None:
+            request = msgspec.structs.replace(request, response_format=spec.response_format())
         body = build_body(self.config, request)
         resumer = self._policies.resumer()
         return ChatStream(
-            self._policies, request, body, live_arguments, lenient_arguments, resumer=resumer
+            self._policies,
+            request,
+            body,
+            live_arguments,
+            lenient_arguments,
+            resumer=resumer,
+            output=spec,
         )
+
+    @overload
+    async def parse(self, request: ChatRequest, output: type[T]) -> T: ...
+    @overload
+    async def parse(self, request: ChatRequest, output: Mapping[str, Any]) -> Any: ...
+    async def parse(self, request: ChatRequest, output: type[T] | Mapping[str, Any]) -> T | Any:
+        """Run one chat constrained to ``output`` (see :meth:`chat`) and return the validated
+        instance. Raises ``OutputError`` when the answer is not one (also when it reached
+        ``max_tokens`` first), with the raw text and the partial value."""
+        completion = await self.chat(request, output=output).collect()
+        return completion.output
 
     def reattach(
         self,
@@ -155,3 +187,9 @@ class Client:
         """``GET /slots``: one :class:`Slot` per slot (``id``, ``is_processing``, ``n_ctx``,
         ...); each keeps its whole entry in ``.raw``."""
         return slots_from(await self._endpoint.get_json("/slots"))
+
+
+def _output_spec(request: ChatRequest, output: type[Any] | Mapping[str, Any]) -> OutputType[Any]:
+    if request.response_format is not None or request.json_schema is not None:
+        raise ValueError("output= sets response_format: leave response_format/json_schema unset")
+    return output_type(output)

@@ -10,8 +10,8 @@ before any output is left for another one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar, overload
 
 import anyio
 import msgspec
@@ -19,7 +19,7 @@ import msgspec
 from ._arguments.stream import ArgumentStream
 from ._client import Client
 from ._policy.routing import Balancer, Route
-from ._stream import ChatStream
+from ._stream import _EMPTY, ChatStream, StreamState
 from ._transports.base import Transport
 from ._types.completion import Completion
 from ._types.config import Config
@@ -27,6 +27,8 @@ from ._types.errors import ConnectError, HTTPStatusError, InferError, StreamClos
 from ._types.events import ChatEvent, ModelLoading, Queued, Retrying, Routed, Waiting
 from ._types.request import ChatRequest
 from ._types.server import Slot
+
+T = TypeVar("T")
 
 __all__ = ["LOOK_TIMEOUT", "Pool", "PoolStream"]
 
@@ -82,28 +84,25 @@ class Pool:
         *,
         live_arguments: bool | Iterable[str] = False,
         lenient_arguments: bool = True,
+        output: type[Any] | Mapping[str, Any] | None = None,
     ) -> PoolStream:
         """Stream one chat on the server its session is on (or the freest one); the first
         event is ``Routed``. Same options as :meth:`Client.chat`."""
         self._servers_for(request)  # a model no server has is a ValueError here, at once
-        return PoolStream(self, request, live_arguments, lenient_arguments)
+        return PoolStream(self, request, live_arguments, lenient_arguments, output)
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Run one chat to its end and return the Completion."""
         return await self.chat(request).collect()
 
-    async def parse(self, request: ChatRequest, type_: Any, **options: Any) -> Any:
-        """``Client.parse`` on the routed server (the session's, or the freest)."""
-        route = await self._route(request)
-        client = self.clients[route.server]
-        parse = getattr(client, "parse", None)
-        if parse is None:
-            self._balancer.finish(request.session, route)
-            raise NotImplementedError("this version of Client has no parse()")
-        try:
-            return await parse(_pinned(request, route), type_, **options)
-        finally:
-            self._balancer.finish(request.session, route)
+    @overload
+    async def parse(self, request: ChatRequest, output: type[T]) -> T: ...
+    @overload
+    async def parse(self, request: ChatRequest, output: Mapping[str, Any]) -> Any: ...
+    async def parse(self, request: ChatRequest, output: type[T] | Mapping[str, Any]) -> T | Any:
+        """:meth:`Client.parse` on the routed server (the session's, or the freest)."""
+        completion = await self.chat(request, output=output).collect()
+        return completion.output
 
     def _servers_for(self, request: ChatRequest) -> tuple[int, ...] | None:
         """The servers that may take ``request``: those whose ``Config.model`` is the one it
@@ -230,11 +229,13 @@ class PoolStream:
         request: ChatRequest,
         live_arguments: bool | Iterable[str],
         lenient_arguments: bool,
+        output: type[Any] | Mapping[str, Any] | None = None,
     ) -> None:
         self._pool = pool
         self.request = request
         self._live = live_arguments
         self._lenient = lenient_arguments
+        self._output_type = output
         self._inner: ChatStream | None = None
         self._route: Route | None = None
         self._output = False  # an event past the waiting ones came: no more failover
@@ -253,6 +254,27 @@ class PoolStream:
         if self._inner is None:
             raise RuntimeError("the stream has not finished yet: iterate it to the end first")
         return self._inner.completion
+
+    @property
+    def partial(self) -> Completion:
+        """As :attr:`ChatStream.partial`: what arrived so far (empty before routing)."""
+        return _EMPTY if self._inner is None else self._inner.partial
+
+    @property
+    def state(self) -> StreamState:
+        """As :attr:`ChatStream.state`."""
+        if self._inner is None:
+            return StreamState.STOPPED if self._closed else StreamState.PENDING
+        return self._inner.state
+
+    @property
+    def error(self) -> Exception | None:
+        """As :attr:`ChatStream.error`."""
+        return None if self._inner is None else self._inner.error
+
+    def output(self) -> Any:
+        """As :meth:`ChatStream.output`: the typed output decoded so far."""
+        return None if self._inner is None else self._inner.output()
 
     @property
     def conversation_id(self) -> str | None:
@@ -318,6 +340,7 @@ class PoolStream:
             _pinned(self.request, route),
             live_arguments=self._live,
             lenient_arguments=self._lenient,
+            output=self._output_type,
         )
         self._routed = Routed(pool._server_name(route.server), route.slot, route.reason)
         return self._routed

@@ -12,10 +12,12 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from contextlib import aclosing
+from typing import Any
 
 import anyio
 import msgspec
 
+from ._arguments.output import OutputDecoder
 from ._arguments.routing import LiveArguments
 from ._arguments.stream import ArgumentStream
 from ._policy.attempts import hide_key, redact
@@ -26,10 +28,11 @@ from ._policy.slots import Ticket
 from ._protocol.assembler import Assembler
 from ._protocol.sse import SSEDecoder
 from ._transports.base import Response, TransportError
-from ._types.completion import Completion, Usage
+from ._types.completion import Completion, FinishReason, Usage
 from ._types.config import Config
 from ._types.errors import (
     InferError,
+    OutputError,
     ProtocolError,
     ResumeError,
     StalledError,
@@ -37,6 +40,7 @@ from ._types.errors import (
 )
 from ._types.events import ChatEvent, Content, Reasoning, Resuming, ToolCallDelta
 from ._types.request import ChatRequest
+from ._types.typed import OutputInvalid, OutputType
 
 __all__ = ["ChatStream", "StreamState"]
 
@@ -72,6 +76,7 @@ class _Shared:
         "error",
         "live",
         "offset",
+        "output",
         "response",
         "resumer",
         "stopped",
@@ -82,6 +87,7 @@ class _Shared:
         self.resumer = resumer
         self.offset = offset  # body bytes received (where a resume picks up)
         self.live: LiveArguments | None = None
+        self.output: OutputDecoder | None = None  # typed output: the answer decoded live
         self.completion: Completion | None = None
         self.response: Response | None = None
         self.stopped = False  # aclose() from another task
@@ -107,6 +113,7 @@ class ChatStream:
         *,
         resumer: Resumer | None = None,
         offset: int = 0,
+        output: OutputType[Any] | None = None,
     ) -> None:
         self._policies = policies
         self.request = request
@@ -116,6 +123,9 @@ class ChatStream:
         self._lenient = lenient_arguments
         if live_arguments:
             self._shared.live = self._new_live()
+        self._output_type = output
+        if output is not None:
+            self._shared.output = OutputDecoder()
         self._gen: AsyncGenerator[list[ChatEvent], None] | None = None
         self._batch: list[ChatEvent] = []
         self._pos = 0
@@ -137,7 +147,7 @@ class ChatStream:
         streaming, stopped, or the error that ended it); ``stream.partial`` then has what
         arrived."""
         completion = self._shared.completion
-        if completion is None:
+        if completion is None or self._shared.error is not None:
             raise RuntimeError(self._why_no_completion())
         return completion
 
@@ -162,10 +172,10 @@ class ChatStream:
     def state(self) -> StreamState:
         """:class:`StreamState`: pending, streaming, finished, stopped or failed."""
         shared = self._shared
+        if shared.error is not None:  # also an OutputError after the whole answer arrived
+            return StreamState.FAILED
         if shared.completion is not None:
             return StreamState.FINISHED
-        if shared.error is not None:
-            return StreamState.FAILED
         if shared.ended or self._closed:
             return StreamState.STOPPED
         return StreamState.PENDING if self._gen is None else StreamState.STREAMING
@@ -173,7 +183,7 @@ class ChatStream:
     @property
     def finished(self) -> bool:
         """True once the stream ended with a finish reason (``stream.completion`` is ready)."""
-        return self._shared.completion is not None
+        return self._shared.completion is not None and self._shared.error is None
 
     @property
     def error(self) -> Exception | None:
@@ -193,6 +203,14 @@ class ChatStream:
         if partial is None:
             return _EMPTY
         return _without(partial, self._batch[self._pos :])
+
+    def output(self) -> Any:
+        """The typed output decoded so far, as plain dicts and lists (None before its ``{``;
+        the string being written holds its text so far). Cheap: it is kept up to date as the
+        answer streams, not re-parsed. It is the live value: copy it to keep it as it is.
+        The validated instance is ``stream.completion.output`` once the stream ended."""
+        decoder = self._shared.output
+        return None if decoder is None else decoder.partial()
 
     def arguments(self, index: int | None = None, *, tool: str | None = None) -> ArgumentStream:
         """The live :class:`ArgumentStream` of tool call ``index``, or of the next call of the
@@ -229,6 +247,12 @@ class ChatStream:
             try:
                 self._batch = await self._gen.__anext__()
             except StopAsyncIteration:
+                if self._output_type is not None:
+                    try:
+                        _settle_output(self._shared, self._output_type)
+                    except InferError as exc:
+                        self._shared.error = exc
+                        raise
                 raise
             except Exception as exc:
                 self._shared.error = exc
@@ -317,6 +341,33 @@ def _without(partial: Completion, unseen: Sequence[ChatEvent]) -> Completion:
         reasoning_content=reasoning or None,
         tool_calls=tuple(calls),
     )
+
+def _settle_output(shared: _Shared, spec: OutputType[Any]) -> None:
+    """The stream ended: put the validated output into the Completion, or raise
+    :class:`OutputError` (with the raw text, the reason and the partial value)."""
+    completion = shared.completion
+    decoder = shared.output
+    if completion is None or decoder is None or completion.output is not None:
+        return  # stopped early, or settled already
+    text = completion.content or ""
+    if decoder.value.root is None and not decoder.failed:  # a whole (non-streamed) answer
+        decoder.feed(text)
+    try:
+        if not text.strip():
+            raise OutputInvalid("the answer is empty")
+        value = spec.from_json(text)
+    except OutputInvalid as exc:
+        reason = str(exc)
+        if completion.finish_reason == FinishReason.LENGTH:
+            reason = f"the answer reached max_tokens before its JSON closed ({reason})"
+        raise OutputError(
+            f"the answer is not a {spec.name}",
+            text,
+            validation=reason,
+            output=decoder.partial(),
+            partial=completion,
+        ) from None
+    shared.completion = msgspec.structs.replace(completion, output=value)
 
 
 async def _run(
@@ -480,6 +531,8 @@ def _decode(
             failure = exc
     if shared.live is not None:
         events = shared.live.process(events)
+    if shared.output is not None:
+        events = shared.output.process(events)
     return events, failure
 
 
@@ -499,6 +552,8 @@ async def _decode_budgeted(
             failure = exc
     if shared.live is not None:
         events = shared.live.process(events)
+    if shared.output is not None:
+        events = shared.output.process(events)
     return events, failure
 
 

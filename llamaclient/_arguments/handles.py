@@ -34,10 +34,21 @@ class FieldHandle:
     with :meth:`wait` (or :attr:`value` once :attr:`done`). Both work for any field.
     """
 
-    __slots__ = ("_done", "_error", "_event", "_name", "_parts", "_read", "_value", "_waiter")
+    __slots__ = (
+        "_done",
+        "_error",
+        "_event",
+        "_name",
+        "_parts",
+        "_path",
+        "_read",
+        "_value",
+        "_waiter",
+    )
 
-    def __init__(self, name: str) -> None:
-        self._name = name
+    def __init__(self, name: str, path: tuple[str | int, ...] = ()) -> None:
+        self._path = (name, *path)
+        self._name = name + "".join(f"[{step!r}]" for step in path)
         self._parts: list[str] = []  # decoded text so far (string fields)
         self._read = 0  # how many of _parts delta()/take() handed out
         self._done = False
@@ -56,8 +67,13 @@ class FieldHandle:
 
     @property
     def name(self) -> str:
-        """The field's name."""
+        """The field's name (with ``['key']``/``[0]`` steps for a value inside it)."""
         return self._name
+
+    @property
+    def path(self) -> tuple[str | int, ...]:
+        """Where the value is: the field's name, then object keys and array indices."""
+        return self._path
 
     @property
     def done(self) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 from .._types.errors import ProtocolError
 from .._types.events import ArgumentDelta, ChatEvent, ToolCallDelta, ToolCallDone
-from .stream import ArgumentStream, FieldText
+from .stream import ArgumentStream, FieldText, NestedText
 
 __all__ = ["LiveArguments"]
 
@@ -58,7 +58,9 @@ class LiveArguments:
         self._by_name: list[tuple[str, ArgumentStream]] = []  # claims waiting for a call
 
     def _new(self) -> ArgumentStream:
-        return ArgumentStream(lenient=self._lenient)
+        args = ArgumentStream(lenient=self._lenient)
+        args._nested_events = True
+        return args
 
     def claim(self, index: int | None = None, tool: str | None = None) -> ArgumentStream:
         """The ArgumentStream of call ``index``, or of the next call of ``tool`` nobody
@@ -130,12 +132,16 @@ class LiveArguments:
             self._run(live, index, event.arguments, out)
 
     def _run(self, live: _Live, index: int, fragment: str | None, out: list[ChatEvent]) -> None:
-        args = live.args
         try:
-            pieces: list[FieldText] = args.feed(fragment) if fragment is not None else args.finish()
+            pieces: list[FieldText | NestedText] = live.args._pieces(fragment)
         except ProtocolError:
             return  # the call's handles now raise; the raw pieces keep flowing
         if live.emit:
             name = live.name
-            for field, text, done in pieces:
-                out.append(ArgumentDelta(index, name, field, text, done))
+            for piece in pieces:
+                if isinstance(piece, FieldText):
+                    out.append(ArgumentDelta(index, name, piece.field, piece.text, piece.done))
+                else:  # a string inside a field: its path
+                    path = piece.path
+                    field = str(path[0])
+                    out.append(ArgumentDelta(index, name, field, piece.text, piece.done, path))

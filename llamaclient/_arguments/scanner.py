@@ -1,8 +1,9 @@
 """The incremental scanner of one tool call's argument JSON.
 
 :class:`Scanner` takes raw fragments split anywhere and reports, through callbacks, the decoded
-text of each top-level string value as it arrives and each other top-level value once it is
-complete. The accepted input (strict and lenient) is described in ``docs/arguments.md``.
+text of each string value (at any depth, with its path) as it arrives, each other top-level
+value once it is complete, and each number, boolean or null (at any depth) as soon as it is
+whole. The accepted input (strict and lenient) is described in ``docs/arguments.md``.
 Pure: standard library only.
 """
 
@@ -15,7 +16,12 @@ from typing import Any, Final
 
 from .repair import recover
 
-__all__ = ["Phase", "ScanError", "Scanner", "State"]
+__all__ = ["MAX_DEPTH", "Nested", "Path", "Phase", "ScanError", "Scanner", "State"]
+
+MAX_DEPTH = 256  # the deepest nesting of objects and arrays a value may have
+
+Path = tuple[str | int, ...]
+"""Where a value is: the top-level key, then object keys and array indices."""
 
 
 # The states and phases are plain int constants in a namespace, not IntEnums: looking up an
@@ -32,9 +38,17 @@ class State:
     STRING: Final = 6  # inside a top-level string value
     PENDING: Final = 7  # lenient: after an unescaped quote, deciding whether it closed the string
     SCALAR: Final = 8  # inside a number / true / false / null
-    NESTED: Final = 9  # inside a nested object or array
+    NESTED: Final = 9  # inside a nested object or array (see Nested for where)
     AFTER_VALUE: Final = 10  # after a value: "," or "}"
     CLOSED: Final = 11  # after the final "}": only whitespace
+
+
+class Nested:
+    """Inside a nested value: what the scanner is reading between structural tokens."""
+
+    TOKENS: Final = 0  # between tokens: a bracket, ",", ":", a string or a scalar
+    KEY: Final = 1  # inside an object key
+    SCALAR: Final = 2  # inside a number / true / false / null
 
 
 class Phase:
@@ -54,7 +68,8 @@ _PARTIAL_BOUNDARY = frozenset((Phase.COMMA, Phase.KEY, Phase.AFTER_KEY))
 _WS = re.compile(r"[ \t\n\r]*")
 _STRICT_SPECIAL = re.compile(r'["\\\x00-\x1f]')
 _QUOTE_OR_BACKSLASH = re.compile(r'["\\]')
-_NESTED_SPECIAL = re.compile(r'[{}\[\]"]')
+_NOT_WS = re.compile(r"[^ \t\n\r]")
+_NESTED_SCALAR_END = re.compile(r"[,}\] \t\n\r]")
 _SCALAR_END = re.compile(r"[,} \t\n\r]")
 _HEX = re.compile(r"[0-9a-fA-F]{0,4}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -78,11 +93,17 @@ class ScanError(ValueError):
 class Scanner:
     """Feed raw fragments with :meth:`feed`, then call :meth:`finish` once.
 
-    Callbacks: ``begin(key)`` when a top-level string value starts, ``piece(text)`` with the
-    text it decoded during a :meth:`feed` while still open, ``end(text)`` with its last text
-    when it closes, ``value(key, value)`` for each complete non-string value and
-    ``repaired(key, value)`` for a value a lenient :meth:`finish` completed. Malformed input
-    raises :class:`ScanError`; the scanner is then unusable.
+    Callbacks: ``begin(path)`` when a string value starts (``path`` is ``(key,)`` at the top
+    level, then object keys and array indices), ``piece(text)`` with the text it decoded during
+    a :meth:`feed` while still open, ``end(text)`` with its last text when it closes,
+    ``value(key, value)`` for each complete top-level non-string value and ``repaired(key,
+    value)`` for a value a lenient :meth:`finish` completed. Optional: ``scalar(path, raw)``
+    for each number, boolean or null as soon as it is whole, and ``opened(path, is_object)``
+    when a nested object or array starts. Malformed input raises :class:`ScanError`; the
+    scanner is then unusable.
+
+    Nested values must be well-formed JSON: the text of their strings is reported as it
+    arrives (escapes resolved), and the whole value is checked with ``json`` once it closes.
     """
 
     __slots__ = (
@@ -90,12 +111,15 @@ class Scanner:
         "_cap_parts",
         "_cap_start",
         "_carry",
-        "_depth",
         "_end",
+        "_esc_lenient",
         "_held",
-        "_in_str",
         "_key",
+        "_kparts",
+        "_kstart",
         "_moves",
+        "_nested_str",
+        "_opened",
         "_out",
         "_pend_start",
         "_phase",
@@ -103,8 +127,11 @@ class Scanner:
         "_pkey",
         "_qesc",
         "_repaired",
+        "_scalar",
         "_special",
+        "_stack",
         "_state",
+        "_sub",
         "_value",
         "lenient",
         "truncated",
@@ -114,11 +141,13 @@ class Scanner:
         self,
         *,
         lenient: bool,
-        begin: Callable[[str], object],
+        begin: Callable[[Path], object],
         piece: Callable[[str], object],
         end: Callable[[str], object],
         value: Callable[[str, Any], object],
         repaired: Callable[[str, Any], object],
+        scalar: Callable[[Path, str], object] | None = None,
+        opened: Callable[[Path, bool], object] | None = None,
     ) -> None:
         self.lenient = lenient
         self.truncated = False  # a lenient finish() accepted arguments that ended early
@@ -127,8 +156,14 @@ class Scanner:
         self._end = end
         self._value = value
         self._repaired = repaired
+        self._scalar = scalar or _ignore
+        self._opened = opened or _ignore
         self._moves = _LENIENT_MOVES if lenient else _STRICT_MOVES
+        # How the open string decodes: top-level strings by the mode, nested ones without
+        # raising (their value is checked whole when it closes).
         self._special = _QUOTE_OR_BACKSLASH if lenient else _STRICT_SPECIAL
+        self._esc_lenient = lenient
+        self._nested_str = False  # the open string is inside a nested value
         self._state: int = State.BEFORE_BRACE
         self._key = ""  # the field whose value is being read
         self._out: list[str] = []  # decoded text of the open string, not yet delivered
@@ -138,14 +173,24 @@ class Scanner:
         self._cap_parts: list[str] = []
         self._cap_start = -1
         self._qesc = False  # a quoted scan ended right after a backslash
-        self._depth = 0  # open brackets of a nested value
-        self._in_str = False  # inside a string of a nested value
+        # A nested value: its open containers, each [is_object, key or index, expects a key],
+        # what is being read between tokens, and the raw text of a nested key or scalar
+        # (text[_kstart:] plus _kparts from earlier fragments; _kstart < 0 when none).
+        self._stack: list[list[Any]] = []
+        self._sub: int = Nested.TOKENS
+        self._kparts: list[str] = []
+        self._kstart = -1
         # Lenient candidate close: the raw text since the quote (earlier fragments in _held,
         # the current one from _pend_start; < 0 when no candidate), the phase and the key.
         self._held: list[str] = []
         self._pend_start = -1
         self._phase: int = Phase.QUOTE
         self._pkey = ""
+
+    @property
+    def started(self) -> bool:
+        """True once anything but whitespace arrived."""
+        return self._state != State.BEFORE_BRACE
 
     def feed(self, fragment: str) -> None:
         """Scan one fragment; the open string's decoded text goes to ``piece``."""
@@ -165,9 +210,12 @@ class Scanner:
         state = self._state
         if state == State.CLOSED or state == State.BEFORE_BRACE:  # BEFORE_BRACE: no arguments
             return
+        nested = self._nested_str
         if not self.lenient:
             raise ScanError(
-                "a string value never closed" if state == State.STRING else "ended mid-object"
+                "a string value never closed"
+                if state == State.STRING and not nested
+                else "ended mid-object"
             )
         self.truncated = True
         while self._state == State.PENDING and self._phase in _PARTIAL_BOUNDARY:
@@ -176,10 +224,10 @@ class Scanner:
         if state == State.PENDING:
             self._end_string()  # the quote did close the string
             self.truncated = self._phase == Phase.QUOTE  # no "}" after it
-        elif state == State.STRING:
+        elif state == State.STRING and not nested:
             self._finish_string()
-        elif state == State.SCALAR or state == State.NESTED:
-            ok, value = recover("".join(self._cap_parts))
+        elif state == State.SCALAR or state == State.NESTED or nested:
+            ok, value = recover("".join(self._cap_parts) + self._carry)
             if ok:
                 self._repaired(self._key, value)
 
@@ -194,9 +242,12 @@ class Scanner:
                 text, i = self._reread(text)
                 n = len(text)
         # The fragment ended: keep what a capture or a candidate close still needs.
-        if self._cap_start >= 0:
-            self._cap_parts.append(text[self._cap_start :])
+        if self._cap_start >= 0:  # an escape carried over is captured with the next fragment
+            self._cap_parts.append(text[self._cap_start : n - len(self._carry)])
             self._cap_start = 0
+        if self._kstart >= 0:
+            self._kparts.append(text[self._kstart :])
+            self._kstart = 0
         if self._pend_start >= 0:
             self._held.append(text[self._pend_start :])
             self._pend_start = 0
@@ -224,14 +275,16 @@ class Scanner:
         return i + 1
 
     def _open_string(self, i: int) -> int:
-        self._begin(self._key)
+        self._special = _QUOTE_OR_BACKSLASH if self.lenient else _STRICT_SPECIAL
+        self._esc_lenient = self.lenient
+        self._begin((self._key,))
         return i + 1
 
     def _open_nested(self, i: int) -> int:
-        self._depth = 1
-        self._in_str = False
+        self._stack = []
+        self._sub = Nested.TOKENS
         self._cap_start = i
-        return i + 1
+        return i  # the nested scan reads the bracket
 
     def _open_scalar(self, i: int) -> int:
         self._cap_start = i
@@ -254,39 +307,117 @@ class Scanner:
             return len(text)
         j = m.start()
         raw = self._take_capture(text, j)
-        self._value(self._key, self._loads(raw, f"the value of {self._key!r}"))
+        value = self._loads(raw, f"the value of {self._key!r}")
+        self._scalar((self._key,), raw)
+        self._value(self._key, value)
         self._state = _AFTER_SCALAR.get(text[j], State.AFTER_VALUE)
         return j + 1
 
+    # ---- nested values: structure tracked for the paths, the whole checked with json ----------
+
     def _scan_nested(self, text: str, i: int) -> int:
         n = len(text)
-        search = _NESTED_SPECIAL.search
-        while i < n:
-            if self._in_str:
-                j = self._scan_quoted(text, i)
-                if j < 0:
-                    return n
-                self._in_str = False
-                i = j + 1
-                continue
-            m = search(text, i)
-            if m is None:
-                return n
-            i = m.end()
-            c = m.group()
-            if c == '"':
-                self._in_str = True
-                self._qesc = False
-            elif c == "{" or c == "[":
-                self._depth += 1
+        while i < n and self._state == State.NESTED:
+            sub = self._sub
+            if sub == Nested.KEY:
+                i = self._nested_key(text, i)
+            elif sub == Nested.SCALAR:
+                i = self._nested_scalar(text, i)
             else:
-                self._depth -= 1
-                if self._depth == 0:
-                    raw = self._take_capture(text, i)
-                    self._value(self._key, self._loads(raw, f"the value of {self._key!r}"))
-                    self._state = State.AFTER_VALUE
-                    return i
-        return n
+                m = _NOT_WS.search(text, i)
+                if m is None:
+                    return n
+                i = m.start()
+                i = _NESTED_STEP.get(text[i], Scanner._nested_scalar_start)(self, text, i)
+        return i
+
+    def _path(self) -> Path:
+        return (self._key, *[frame[1] for frame in self._stack])
+
+    def _nested_object(self, text: str, i: int) -> int:
+        self._push(True)
+        self._stack.append([True, "", True])
+        return i + 1
+
+    def _nested_array(self, text: str, i: int) -> int:
+        self._push(False)
+        self._stack.append([False, 0, False])
+        return i + 1
+
+    def _push(self, is_object: bool) -> None:
+        # A path costs its depth, and each value has one: the depth is bounded, so the work
+        # stays in proportion to the input.
+        if len(self._stack) >= MAX_DEPTH:
+            raise ScanError(f"the value of {self._key!r} is nested deeper than {MAX_DEPTH} levels")
+        if self._opened is not _ignore:
+            self._opened(self._path(), is_object)
+
+    def _nested_close(self, text: str, i: int) -> int:
+        stack = self._stack
+        stack.pop()
+        if not stack:  # the top-level value is complete: check it whole
+            raw = self._take_capture(text, i + 1)
+            self._value(self._key, self._loads(raw, f"the value of {self._key!r}"))
+            self._state = State.AFTER_VALUE
+        return i + 1
+
+    def _nested_comma(self, text: str, i: int) -> int:
+        frame = self._stack[-1]
+        if frame[0]:
+            frame[2] = True
+        else:
+            frame[1] += 1
+        return i + 1
+
+    def _scan_colon(self, text: str, i: int) -> int:
+        return i + 1
+
+    def _nested_quote(self, text: str, i: int) -> int:
+        frame = self._stack[-1]
+        if frame[0] and frame[2]:  # a key
+            self._sub = Nested.KEY
+            self._qesc = False
+            self._kstart = i + 1
+            return i + 1
+        self._special = _QUOTE_OR_BACKSLASH
+        self._esc_lenient = True
+        self._nested_str = True
+        self._state = State.STRING
+        self._begin(self._path())
+        return i + 1
+
+    def _nested_scalar_start(self, text: str, i: int) -> int:
+        self._sub = Nested.SCALAR
+        self._kstart = i
+        return i
+
+    def _take_kcapture(self, text: str, end: int) -> str:
+        parts = self._kparts
+        parts.append(text[self._kstart : end])
+        self._kparts = []
+        self._kstart = -1
+        self._sub = Nested.TOKENS
+        return parts[0] if len(parts) == 1 else "".join(parts)
+
+    def _nested_key(self, text: str, i: int) -> int:
+        j = self._scan_quoted(text, i)
+        if j < 0:
+            return len(text)
+        raw = self._take_kcapture(text, j)
+        frame = self._stack[-1]
+        frame[1] = _key_or_none(raw) or raw  # a bad key fails the whole value's check
+        frame[2] = False
+        return j + 1
+
+    def _nested_scalar(self, text: str, i: int) -> int:
+        m = _NESTED_SCALAR_END.search(text, i)
+        if m is None:
+            return len(text)
+        j = m.start()
+        raw = self._take_kcapture(text, j)
+        if self._scalar is not _ignore and _is_scalar(raw):
+            self._scalar(self._path(), raw)
+        return j
 
     def _take_capture(self, text: str, end: int) -> str:
         parts = self._cap_parts
@@ -350,7 +481,11 @@ class Scanner:
                 )
 
     def _close_quote(self, j: int) -> int:
-        if self.lenient:  # a candidate: the text after it decides
+        if self._nested_str:
+            self._nested_str = False
+            self._end_string()
+            self._state = State.NESTED
+        elif self.lenient:  # a candidate: the text after it decides
             self._state = State.PENDING
             self._phase = Phase.QUOTE
             self._held = []
@@ -378,7 +513,7 @@ class Scanner:
             return j + 2
         if c == "u":
             return self._unicode_escape(text, j)
-        if self.lenient:
+        if self._esc_lenient:
             self._out.append("\\")  # a literal backslash; the character is itself
             return j + 1
         raise ScanError(f"invalid escape {text[j : j + 2]!r} in the value of {self._key!r}")
@@ -403,7 +538,7 @@ class Scanner:
         end = j + 2 + digits
         if end == len(text):  # the next fragment may complete it
             return self._cut(text, j)
-        if self.lenient:
+        if self._esc_lenient:
             self._out.append(text[j:end])  # not an escape after all: literal text
             return end
         raise ScanError(f"invalid escape {text[j : end + 1]!r} in the value of {self._key!r}")
@@ -424,7 +559,7 @@ class Scanner:
         return self._unpaired(p)  # whatever follows is read afresh
 
     def _unpaired(self, end: int) -> int:
-        if self.lenient:
+        if self._esc_lenient:
             self._out.append("\ufffd")
             return end
         raise ScanError(f"unpaired \\u surrogate in the value of {self._key!r}")
@@ -572,6 +707,17 @@ _UNEXPECTED: dict[int, str] = {
     State.CLOSED: "unexpected {c!r} after the closing '}}'",
 }
 
+# Between the tokens of a nested value: what each character starts (anything else: a scalar).
+_NESTED_STEP: dict[str, Scan] = {
+    "{": Scanner._nested_object,
+    "[": Scanner._nested_array,
+    "}": Scanner._nested_close,
+    "]": Scanner._nested_close,
+    ",": Scanner._nested_comma,
+    ":": Scanner._scan_colon,
+    '"': Scanner._nested_quote,
+}
+
 # The state after the character that ended a scalar.
 _AFTER_SCALAR: dict[str, int] = {",": State.NEXT_KEY, "}": State.CLOSED}
 
@@ -585,6 +731,19 @@ _BOUNDARY: dict[tuple[int, str], Enter] = {
 
 
 # ---- helpers -------------------------------------------------------------------------------
+
+
+def _ignore(*_: object) -> None:
+    pass
+
+
+def _is_scalar(raw: str) -> bool:
+    """A whole JSON number, ``true``, ``false`` or ``null`` (a nested value's leaf)."""
+    try:
+        value = _DECODER.decode(raw)
+    except ValueError:
+        return False
+    return not isinstance(value, (str, list, dict))
 
 
 def _hex4(text: str, p: int) -> tuple[int, int]:

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._types.errors import ProtocolError
 from .handles import FieldHandle, FieldText
-from .scanner import ScanError, Scanner
+from .scanner import Path, ScanError, Scanner
 
-__all__ = ["ArgumentStream", "FieldHandle", "FieldText"]
+__all__ = ["ArgumentStream", "FieldHandle", "FieldText", "NestedText"]
+
+class NestedText(NamedTuple):
+    """Decoded text of a string inside a top-level field, at ``path`` (the field's name, then
+    object keys and array indices); ``done`` marks its last piece."""
+
+    path: Path
+    text: str
+    done: bool
+
 
 # FieldText(...) runs the NamedTuple's Python-level __new__; tuple.__new__ builds the same
 # tuple in about half the time (~0.2 µs less per piece, measured).
@@ -52,14 +61,17 @@ class ArgumentStream:
         self._raw: list[str] = []
         self._error: ProtocolError | None = None
         self._fields: dict[str, Any] = {}
-        self._handles: dict[str, FieldHandle] = {}
-        self._events: list[FieldText] = []
-        # The string value being decoded: its field, where its text goes (a handle's parts
-        # when routed to one) and whether it lands in fields.
+        self._handles: dict[Path, FieldHandle] = {}
+        self._events: list[Any] = []  # FieldText, and NestedText when _nested_events
+        self._nested_events = False  # also report strings inside fields (the chat stream)
+        # The string value being decoded: its field and path, where its text goes (a handle's
+        # parts when routed to one) and whether it lands in fields.
         self._key = ""
+        self._path: Path = ()
         self._sink: list[str] = []
         self._sink_handle: FieldHandle | None = None
         self._to_fields = False
+        self._sink_open = False  # a string value is open (its text goes to _sink)
 
     @classmethod
     def strict(cls) -> ArgumentStream:
@@ -103,30 +115,37 @@ class ArgumentStream:
         string, a missing ``}``, or a repaired trailing value)."""
         return self._scanner.truncated
 
-    def field(self, name: str) -> FieldHandle:
-        """The handle for field ``name``; asking again returns the same handle.
+    def field(self, name: str, *path: str | int) -> FieldHandle:
+        """The handle for field ``name`` (or for the value at ``path`` inside it: object keys
+        and array indices, ``field("a", 0, "b")``); asking again returns the same handle.
 
-        A field that already completed is delivered whole, a string field streaming right
-        now continues into the handle, and after :meth:`finish` or an error a field that
-        never arrived makes the handle raise.
+        A value that already completed is delivered whole, a string streaming right now
+        continues into the handle, and after :meth:`finish` or an error a value that never
+        arrived makes the handle raise. A nested string streams into its handle as it is
+        written; any nested value completes when its top-level field does (once that value
+        is checked whole).
         """
-        handle = self._handles.get(name)
+        key = (name, *path)
+        handle = self._handles.get(key)
         if handle is not None:
             return handle
-        handle = self._handles[name] = FieldHandle(name)
-        if self._to_fields and self._key == name:  # streaming now: the text so far goes first
-            handle._parts = self._sink
+        handle = self._handles[key] = FieldHandle(name, path)
+        if self._sink_handle is None and self._path == key and self._sink_open:
+            handle._parts = self._sink  # streaming now: the text so far goes first
             self._sink_handle = handle
             self._to_fields = False
         elif name in self._fields:
-            value = self._fields[name]
-            if isinstance(value, str) and value:
-                handle._parts.append(value)
-            handle._complete(value)
+            found, value = _lookup(self._fields[name], path)
+            if not found:
+                handle._close(self._missing(handle.name))
+            else:
+                if isinstance(value, str) and value:
+                    handle._parts.append(value)
+                handle._complete(value)
         elif self._error is not None:
             handle._close(self._error)
         elif self._ended:
-            handle._close(self._missing(name))
+            handle._close(self._missing(handle.name))
         return handle
 
     def feed(self, fragment: str) -> list[FieldText]:
@@ -148,6 +167,12 @@ class ArgumentStream:
             self._events = []
         return events
 
+    def _pieces(self, fragment: str | None) -> list[FieldText | NestedText]:
+        """:meth:`feed` (or :meth:`finish` for None) with the strings inside fields too, as
+        :class:`NestedText` (after ``_nested_events = True``)."""
+        pieces: list[Any] = self.feed(fragment) if fragment is not None else self.finish()
+        return pieces
+
     def finish(self) -> list[FieldText]:
         """The arguments are complete: validate, close every handle (one for a field that
         never arrived then raises) and return the last ``(field, text, done)`` tuples.
@@ -161,9 +186,9 @@ class ArgumentStream:
         except ScanError as exc:
             raise self._fail(str(exc)) from None
         self._ended = "finished"
-        for name, handle in self._handles.items():
+        for handle in self._handles.values():
             if not handle._done:
-                handle._close(self._missing(name))
+                handle._close(self._missing(handle.name))
         events = self._events
         self._events = []
         return events
@@ -198,12 +223,16 @@ class ArgumentStream:
 
     # ---- the scanner's callbacks: route values to handles or fields -------------------------
 
-    def _begin_string(self, key: str) -> None:
-        self._key = key
-        handle = self._handles.get(key)
+    def _begin_string(self, path: Path) -> None:
+        self._path = path
+        self._sink_open = True
+        top = len(path) == 1
+        if top:
+            self._key = path[0]  # type: ignore[assignment]  # a top-level key is a str
+        handle = self._handles.get(path)
         if handle is None:
             self._sink = []
-            self._to_fields = True
+            self._to_fields = top
         elif not handle._done:
             self._sink = handle._parts
             self._sink_handle = handle
@@ -212,29 +241,65 @@ class ArgumentStream:
 
     def _string_piece(self, text: str) -> None:
         self._sink.append(text)
-        self._events.append(_field_text(FieldText, (self._key, text, False)))
+        if len(self._path) == 1:
+            self._events.append(_field_text(FieldText, (self._key, text, False)))
+        elif self._nested_events:
+            self._events.append(_field_text(NestedText, (self._path, text, False)))
         if self._sink_handle is not None:
             self._sink_handle._notify()
 
     def _end_string(self, text: str) -> None:
         if text:
             self._sink.append(text)
-        self._events.append(_field_text(FieldText, (self._key, text, True)))
-        if self._sink_handle is not None:
-            self._sink_handle._complete()
+        if len(self._path) == 1:
+            self._events.append(_field_text(FieldText, (self._key, text, True)))
+        elif self._nested_events:
+            self._events.append(_field_text(NestedText, (self._path, text, True)))
+        handle = self._sink_handle
+        if handle is not None:
+            if len(self._path) == 1:
+                handle._complete()
+            else:  # complete once the top-level value is checked whole
+                handle._notify()
         elif self._to_fields:
             self._fields[self._key] = "".join(self._sink)
         self._sink = []
         self._sink_handle = None
         self._to_fields = False
+        self._sink_open = False
 
     def _complete_value(self, key: str, value: Any) -> None:
-        handle = self._handles.get(key)
+        handle = self._handles.get((key,))
         if handle is None:
             self._fields[key] = value
         elif not handle._done:
             handle._complete(value)
+        if len(self._handles) > 1 or (handle is None and self._handles):
+            self._complete_nested(key, value)
+
+    def _complete_nested(self, key: str, value: Any) -> None:
+        """The handles inside a top-level value that just completed."""
+        for path, handle in self._handles.items():
+            if len(path) > 1 and path[0] == key and not handle._done:
+                found, item = _lookup(value, path[1:])
+                if found:
+                    handle._complete(item)
 
     def _repaired_value(self, key: str, value: Any) -> None:
         if key not in self._fields:  # never overwrite a parsed field
             self._complete_value(key, value)
+
+
+def _lookup(value: Any, path: tuple[str | int, ...]) -> tuple[bool, Any]:
+    """``(True, item)`` for the item at ``path`` inside ``value``, else ``(False, None)``."""
+    for step in path:
+        if not _has(value, step):
+            return False, None
+        value = value[step]
+    return True, value
+
+
+def _has(value: Any, step: str | int) -> bool:
+    if isinstance(value, dict):
+        return isinstance(step, str) and step in value
+    return isinstance(value, list) and isinstance(step, int) and -len(value) <= step < len(value)

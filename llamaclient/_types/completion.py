@@ -48,6 +48,8 @@ class Completion(msgspec.Struct, frozen=True):
     ``content``/``reasoning_content`` are None when no such text arrived. ``finish_reason`` is
     None only on the partial completion an error carries. ``reasoning_tokens`` is how many
     tokens the model spent thinking; ``thinking_capped`` says the thinking budget ended it.
+    ``output`` is the validated instance of the type asked for with ``chat(..., output=T)``
+    (None otherwise).
     """
 
     id: str
@@ -60,6 +62,7 @@ class Completion(msgspec.Struct, frozen=True):
     usage: Usage
     reasoning_tokens: int = 0
     thinking_capped: bool = False
+    output: Any = None
 
     def message(self) -> AssistantMessage:
         """The assistant turn to send back next time, identical to what arrived."""

@@ -20,6 +20,7 @@
     ├── UnsupportedInputError     an image or audio the server cannot take (``modality``)
     ├── ServerError               an in-band ``{"error": ...}`` event inside a 200 stream
     └── ProtocolError             bytes that are not what llama-server sends (``raw``)
+        └── OutputError           a typed output or tool call that is not valid JSON or not a T
 
 Nothing that was generated is lost: whenever any output had arrived, ``partial`` holds it, with
 ``finish_reason`` None. Errors never include the API key.
@@ -27,7 +28,7 @@ Nothing that was generated is lost: whenever any output had arrived, ``partial``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .completion import Completion
@@ -43,6 +44,7 @@ __all__ = [
     "ModelLoadError",
     "ModelNotFoundError",
     "ModelNotLoadedError",
+    "OutputError",
     "ProtocolError",
     "ResumeError",
     "ServerError",
@@ -259,6 +261,31 @@ class ProtocolError(InferError):
         shown = _clip(text, total=size if size > RAW_KEPT else None, unit=unit)
         super().__init__(f"{message}: {shown!r}" if text else message, partial=partial)
         self.raw = text
+
+
+class OutputError(ProtocolError):
+    """The answer (or a tool call's arguments) is not valid JSON, or does not convert to the
+    requested type; a ``length`` finish before the JSON closed is one too.
+
+    ``raw`` is the text, ``validation`` why it was refused, ``output`` the value decoded so
+    far (plain dicts and lists; ``None`` if none) and ``partial`` the Completion.
+    """
+
+    validation: str
+    output: Any
+
+    def __init__(
+        self,
+        message: str,
+        raw: str,
+        *,
+        validation: str,
+        output: Any = None,
+        partial: Completion | None = None,
+    ) -> None:
+        super().__init__(f"{message}: {validation}", raw, partial=partial)
+        self.validation = validation
+        self.output = output
 
 
 RAW_KEPT = 64 * 1024  # characters of the offending input a ProtocolError keeps in ``raw``

@@ -8,6 +8,7 @@
         case ToolCallDelta():      ...  # a raw piece of a tool call (id/name on the first piece)
         case ToolCallDone(i, call):...  # tool call i is complete: run it now
         case ArgumentDelta():      ...  # decoded text of one argument field, as it streams
+        case OutputDelta(path, text, done): ...  # typed output (chat(..., output=T)), live
         case Progress(total, cache, processed): ...  # prompt processing
         case Queued(ahead):        ...  # waiting behind `ahead` requests of this client
         case Waiting(slot_busy):   ...  # model loading (False) or pinned slot busy (True)
@@ -33,6 +34,7 @@ __all__ = [
     "ChatEvent",
     "Content",
     "ModelLoading",
+    "OutputDelta",
     "Progress",
     "Queued",
     "Reasoning",
@@ -102,11 +104,27 @@ class ToolCallDone(msgspec.Struct, frozen=True):
 
 class ArgumentDelta(msgspec.Struct, frozen=True, gc=False):
     """Decoded text of the string field ``field`` of tool call ``index`` (tool ``name``) as it
-    streams: escapes resolved. ``done`` marks the field's last piece (``text`` may be "")."""
+    streams: escapes resolved. ``done`` marks the field's last piece (``text`` may be "").
+
+    For a string inside the field (an object or array value), ``path`` says where: the field's
+    name, then object keys and array indices (``("edits", 0, "text")``); it is ``()`` for the
+    field's own string value."""
 
     index: int
     name: str
     field: str
+    text: str
+    done: bool = False
+    path: tuple[str | int, ...] = ()
+
+
+class OutputDelta(msgspec.Struct, frozen=True, gc=False):
+    """Typed output (``client.chat(request, output=T)``) as it streams: decoded ``text`` of
+    the string value at ``path`` (object keys and array indices from the root), escapes
+    resolved. ``done`` marks the value's last piece (``text`` may then be ""). A number,
+    boolean or null arrives whole, as its JSON text, with ``done=True``."""
+
+    path: tuple[str | int, ...]
     text: str
     done: bool = False
 
@@ -173,6 +191,7 @@ ChatEvent = (
     | ToolCallDelta
     | ToolCallDone
     | ArgumentDelta
+    | OutputDelta
     | ThinkingCapped
     | Retrying
     | Resuming

@@ -9,10 +9,16 @@ as it arrived (use :meth:`Completion.message`), so the server's prompt cache hit
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, overload
 
 import msgspec
+
+from .errors import OutputError
+from .typed import OutputInvalid, function_type, output_type
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 __all__ = [
     "AssistantMessage",
@@ -43,6 +49,35 @@ class ToolCall(msgspec.Struct, frozen=True):
     arguments: str
     extra: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
+    @overload
+    def parse(self, type: type[T]) -> T: ...
+    @overload
+    def parse(self, type: Mapping[str, Any]) -> Any: ...
+    def parse(self, type: type[T] | Mapping[str, Any]) -> T | Any:
+        """The arguments converted to ``type`` (a Struct, dataclass, TypedDict, pydantic
+        model, or a JSON Schema dict for the plain decoded value). Empty arguments are
+        ``{}``. Raises :class:`OutputError` when they are not valid JSON or not a ``type``."""
+        return self._convert(output_type(type))
+
+    def invoke(self, fn: Callable[..., R]) -> R:
+        """Call ``fn`` with the arguments, converted to its parameters' type hints (the tool
+        :meth:`ToolSchema.from_function` made): ``fn(**arguments)``. An ``async`` function
+        returns its coroutine. Raises :class:`OutputError` when the arguments do not fit."""
+        spec, _ = function_type(fn)
+        params = self._convert(spec)
+        return fn(**msgspec.structs.asdict(params))
+
+    def _convert(self, spec: Any) -> Any:
+        text = self.arguments if self.arguments.strip() else "{}"
+        try:
+            return spec.from_json(text)
+        except OutputInvalid as exc:
+            raise OutputError(
+                f"the arguments of tool call {self.name!r} do not fit {spec.name}",
+                self.arguments,
+                validation=str(exc),
+            ) from None
+
 
 class ToolSchema(msgspec.Struct, frozen=True):
     """A tool the model may call. ``parameters`` is a JSON Schema of type ``object``."""
@@ -52,6 +87,22 @@ class ToolSchema(msgspec.Struct, frozen=True):
     parameters: Mapping[str, Any] = msgspec.field(
         default_factory=lambda: {"type": "object", "properties": {}}
     )
+
+    @classmethod
+    def from_type(
+        cls, name: str, type: type[Any] | Mapping[str, Any], description: str = ""
+    ) -> ToolSchema:
+        """A tool whose parameters are the JSON Schema of ``type`` (a Struct, dataclass,
+        TypedDict or pydantic model); read a call back with ``ToolCall.parse(type)``."""
+        return cls(name, description, _parameters(output_type(type).schema))
+
+    @classmethod
+    def from_function(cls, fn: Callable[..., Any]) -> ToolSchema:
+        """A tool for the function ``fn``: its name, its docstring as the description, and
+        its parameters from the signature's type hints (through msgspec; a parameter without
+        a default is required). Run a call with ``ToolCall.invoke(fn)``."""
+        spec, doc = function_type(fn)
+        return cls(fn.__name__, doc, spec.schema)
 
 
 class TextPart(msgspec.Struct, frozen=True, tag_field="type", tag="text"):
@@ -161,3 +212,8 @@ def media_kinds(messages: Sequence[object]) -> frozenset[str]:
 
 def _base64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
+
+
+def _parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool's parameters: the schema without its ``title`` (the tool has a name)."""
+    return {k: v for k, v in schema.items() if k != "title"}

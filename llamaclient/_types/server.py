@@ -61,7 +61,8 @@ class GenerationSettings(msgspec.Struct, frozen=True):
     """``default_generation_settings``: the per-slot context and the default sampling."""
 
     n_ctx: int = 0
-    params: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    params: Mapping[str, Any] | None = None
+    """The default sampling settings; None from a router's own ``/props`` (no model named)."""
 
 
 class Props(_RawAccess, msgspec.Struct, frozen=True, kw_only=True):

@@ -30,10 +30,16 @@ class Recorder:
 def test_scanner_reports_strings_piece_by_piece_and_values_whole() -> None:
     rec = Recorder(lenient=False)
     rec.scanner.feed('{"n": [1, {"a": "}"}], "s": "a\\')
-    assert rec.calls == [("value", "n", [1, {"a": "}"}]), ("begin", "s"), ("piece", "a")]
+    assert rec.calls == [
+        ("begin", ("n", 1, "a")),  # a nested string streams with its path
+        ("end", "}"),
+        ("value", "n", [1, {"a": "}"}]),
+        ("begin", ("s",)),
+        ("piece", "a"),
+    ]
     rec.scanner.feed('nb", "t": true}')
     rec.scanner.finish()
-    assert rec.calls[3:] == [("end", "\nb"), ("value", "t", True)]
+    assert rec.calls[5:] == [("end", "\nb"), ("value", "t", True)]
     assert rec.scanner._state == State.CLOSED
     assert not rec.scanner.truncated
 
@@ -42,7 +48,7 @@ def test_scanner_lenient_finish_repairs_the_last_value() -> None:
     rec = Recorder(lenient=True)
     rec.scanner.feed('{"s": "x", "n": [1, tr')
     rec.scanner.finish()
-    assert rec.calls == [("begin", "s"), ("end", "x"), ("repaired", "n", [1, True])]
+    assert rec.calls == [("begin", ("s",)), ("end", "x"), ("repaired", "n", [1, True])]
     assert rec.scanner.truncated
 
 
@@ -162,3 +168,59 @@ def test_recover_completes_a_cut_value(text: str, value: Any) -> None:
 )
 def test_recover_rejects_what_is_not_a_cut_value(text: str) -> None:
     assert recover(text) == (False, None)
+
+
+NESTED = '{"a": [1, {"b": "c\\u00e9", "d": [true, null, -2.5e1]}, []], "e": 3, "f": {}}'
+
+
+def _nested_calls(fragments: list[str]) -> list[tuple[Any, ...]]:
+    calls: list[tuple[Any, ...]] = []
+    scanner = Scanner(
+        lenient=False,
+        begin=lambda path: calls.append(("begin", path)),
+        piece=lambda text: calls.append(("piece", text)),
+        end=lambda text: calls.append(("end", text)),
+        value=lambda key, value: calls.append(("value", key, value)),
+        repaired=lambda key, value: calls.append(("repaired", key, value)),
+        scalar=lambda path, raw: calls.append(("scalar", path, raw)),
+        opened=lambda path, is_object: calls.append(("opened", path, is_object)),
+    )
+    for fragment in fragments:
+        scanner.feed(fragment)
+    scanner.finish()
+    merged: list[tuple[Any, ...]] = []
+    for call in calls:  # pieces of one string merged: what a split may change
+        if call[0] in ("piece", "end") and merged and merged[-1][0] == "piece":
+            merged[-1] = (call[0], merged[-1][1] + call[1])
+        else:
+            merged.append(call)
+    return merged
+
+
+def test_scanner_reports_nested_paths_leaves_and_containers() -> None:
+    assert _nested_calls([NESTED]) == [
+        ("opened", ("a",), False),
+        ("scalar", ("a", 0), "1"),
+        ("opened", ("a", 1), True),
+        ("begin", ("a", 1, "b")),
+        ("end", "c\u00e9"),
+        ("opened", ("a", 1, "d"), False),
+        ("scalar", ("a", 1, "d", 0), "true"),
+        ("scalar", ("a", 1, "d", 1), "null"),
+        ("scalar", ("a", 1, "d", 2), "-2.5e1"),
+        ("opened", ("a", 2), False),
+        ("value", "a", [1, {"b": "c\u00e9", "d": [True, None, -25.0]}, []]),
+        ("scalar", ("e",), "3"),
+        ("value", "e", 3),
+        ("opened", ("f",), True),
+        ("value", "f", {}),
+    ]
+
+
+@pytest.mark.parametrize("split", range(len(NESTED) + 1))
+def test_scanner_nested_reports_ignore_the_split(split: int) -> None:
+    assert _nested_calls([NESTED[:split], NESTED[split:]]) == _nested_calls([NESTED])
+
+
+def test_scanner_nested_reports_char_by_char() -> None:
+    assert _nested_calls(list(NESTED)) == _nested_calls([NESTED])

@@ -343,34 +343,21 @@ async def test_a_session_with_a_slot_of_its_own_keeps_it() -> None:
     assert [r.slot for r in again] == [1, 0, 1]
 
 
-async def test_parse_runs_the_clients_parse_on_the_routed_server() -> None:
-    """``Client.parse`` comes with typed outputs (#12); the pool routes it like a chat."""
+async def test_parse_runs_on_the_routed_server() -> None:
+    """``Pool.parse`` is a typed-output chat routed like any other: the schema goes to the
+    server the pool picked (the free one), and the validated value comes back."""
     fakes = [FakeServer(2), FakeServer(2)]
     fakes[0].busy = {0, 1}
-    seen: list[tuple[ChatRequest, object]] = []
+    for fake in fakes:
+        fake.answer_text = '{"n": 7}'
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     async with pool(*fakes) as p:
-
-        async def parse(req: ChatRequest, type_: object) -> str:
-            seen.append((req, type_))
-            assert not idle(p)  # counted while it runs
-            return "parsed"
-
-        for client in p.clients:
-            client.parse = parse  # type: ignore[attr-defined]
-        assert await p.parse(request("a"), int) == "parsed"
+        assert await p.parse(request("a"), schema) == {"n": 7}
         assert idle(p)
-    assert seen[0][0].slot == 0
-    assert seen[0][1] is int
-    assert p._balancer.session_server("a") == 1
-
-
-async def test_parse_without_client_parse_says_so() -> None:
-    async with pool(FakeServer(1)) as p:
-        if hasattr(p.clients[0], "parse"):
-            pytest.skip("Client.parse exists in this build")  # after the merge with #12
-        with pytest.raises(NotImplementedError):
-            await p.parse(request("a"), int)
-        assert idle(p)
+        assert p._balancer.session_server("a") == 1
+    sent = fakes[1].chats[0].json
+    assert sent["response_format"]["json_schema"]["schema"] == schema
+    assert not fakes[0].chats
 
 
 def test_a_slot_our_own_request_just_left_is_free() -> None:

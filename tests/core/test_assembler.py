@@ -44,6 +44,7 @@ def as_json(completion: Completion) -> dict[str, Any]:
     out: dict[str, Any] = json.loads(msgspec.json.encode(completion))
     out.pop("reasoning_tokens")
     out.pop("thinking_capped")
+    out.pop("output")  # typed output: not part of the wire
     return out
 
 

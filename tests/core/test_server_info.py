@@ -51,7 +51,9 @@ def test_props_from_a_real_answer() -> None:
     assert (props.bos_token, props.eos_token) == ("<|endoftext|>", "<|im_end|>")
     assert props.build_info == "b0-unknown"
     assert props.is_sleeping is False
-    assert props.default_generation_settings.params["top_k"] == 40
+    params = props.default_generation_settings.params
+    assert params is not None
+    assert params["top_k"] == 40
     # Unmodelled fields are in raw, and the old dict access still works.
     assert props["media_marker"] == raw["media_marker"]
     assert props.get("endpoint_slots") is True
@@ -83,6 +85,19 @@ def test_a_sparse_answer_takes_the_defaults() -> None:
     assert props_from({}).modalities == Modalities()
     assert props_from({}).chat_template_caps == TemplateCaps()
     assert slots_from([{"id": 3}]) == [Slot(id=3, raw={"id": 3})]
+
+
+def test_a_routers_own_props_decode() -> None:
+    """A router answers ``/props`` without ``?model=`` itself, with ``params`` null (the
+    answer of a real llama-server router, from tests/live/test_router_live.py)."""
+    raw = json.loads(
+        b'{"role":"router","max_instances":1,"models_autoload":true,"model_alias":"llama-server",'
+        b'"model_path":"none","default_generation_settings":{"params":null,"n_ctx":0},'
+        b'"ui_settings":{},"build_info":"b0-unknown","cors_proxy_enabled":false}'
+    )
+    props = props_from(raw)
+    assert props.default_generation_settings.params is None
+    assert props["role"] == "router"
 
 
 def test_a_field_named_raw_does_not_replace_ours() -> None:

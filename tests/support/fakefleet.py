@@ -83,6 +83,8 @@ def _json(status: int, obj: Any) -> FakeResponse:
 class FakeServer:
     """One llama-server with ``n_slots`` slots, as a Transport."""
 
+    answer_text = "ok"  # what every chat answers (a JSON text for a typed-output test)
+
     def __init__(self, n_slots: int = 2, *, slots_enabled: bool = True) -> None:
         self.n_slots = n_slots
         self.slots_enabled = slots_enabled
@@ -158,7 +160,7 @@ class FakeServer:
                     server.running[slot] -= 1
                 self.closed = True
 
-        pieces = chat_chunks("ok")
+        pieces = chat_chunks(self.answer_text)
         return _Chat(200, pieces, "text/event-stream", self.hold)
 
     async def aclose(self) -> None:
