@@ -94,7 +94,7 @@ async def run_session(name: str, chat: Chat, *, retries: int = 0) -> SessionLog:
         request = script_request(script, messages, tools=ALL_TOOLS, session=name)
         for attempt in range(retries + 1):
             try:
-                events, completion = await _one(chat, request)
+                events, completion = await _one(chat, request, log.routes)
                 break
             except StreamClosedEarlyError:
                 if attempt == retries:
@@ -102,7 +102,6 @@ async def run_session(name: str, chat: Chat, *, retries: int = 0) -> SessionLog:
                 log.retried += 1
         assert completion.finish_reason is finish, (name, turn, completion)
         routed = [e for e in events if isinstance(e, Routed)]
-        log.routes += routed
         last = routed[-1] if routed else None
         timings, prompt = completion.timings, completion.usage.prompt_tokens
         assert timings is not None
@@ -123,12 +122,18 @@ async def run_session(name: str, chat: Chat, *, retries: int = 0) -> SessionLog:
     return log
 
 
-async def _one(chat: Chat, request: ChatRequest) -> tuple[list[ChatEvent], Completion]:
+async def _one(
+    chat: Chat, request: ChatRequest, routes: list[Routed]
+) -> tuple[list[ChatEvent], Completion]:
+    """One turn; its ``Routed`` events go to ``routes`` as they come, so a turn cut by a dying
+    server still says where it had been routed."""
     stream = chat(request)
     events: list[ChatEvent] = []
     async with stream:
         async for event in stream:
             events.append(event)
+            if isinstance(event, Routed):
+                routes.append(event)
     return events, stream.completion
 
 
