@@ -120,3 +120,19 @@ def test_a_confirmed_close_leaves_nothing_held() -> None:
         scanner.finish()
         assert _merged(calls)[:2] == [("begin", ("s",)), ("end", 'say "hi"')]
         assert _merged(calls)[-1] == ("value", "t", [1, 2, 3])
+
+
+def test_a_candidate_key_with_a_lone_surrogate_is_no_boundary() -> None:
+    # A top-level key with a lone surrogate is refused (strict and lenient), so after a
+    # candidate close it shows that the quote was content.
+    calls, error, truncated = scan('{"s": "a", "\\ud800": 1}', lenient=True)
+    assert calls == [("begin", ("s",)), ("end", 'a", "\ufffd": 1}')]
+    assert (error, truncated) == ("", True)
+    calls, error, truncated = scan('{"s": "a", "\\ud83d\\ude00": 1}', lenient=True)
+    assert calls == [
+        ("begin", ("s",)),
+        ("end", "a"),
+        ("scalar", ("\U0001f600",), "1"),
+        ("value", "\U0001f600", 1),
+    ]
+    assert (error, truncated) == ("", False)
