@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from llamaclient._arguments.scanner import ScanError, Scanner
+from llamaclient._arguments.scanner import MAX_DEPTH, ScanError, Scanner
 
 Calls = list[tuple[Any, ...]]
 
@@ -88,6 +88,23 @@ def test_a_malformed_nested_value_fails_the_same_at_every_split(raw: str) -> Non
     calls, error, _ = scan(raw)
     assert calls[0] == ("opened", ("a",), raw[6] == "{")
     assert error.startswith("the value of 'a' is not valid JSON"), error
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_nesting_is_limited_to_max_depth_levels(lenient: bool) -> None:
+    # Whole and one character at a time (every split would cost seconds: the depth does not
+    # depend on it).
+    deepest = '{"a": ' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}"
+    calls, error, _ = _run([deepest], lenient=lenient)
+    assert _run(list(deepest), lenient=lenient) == (calls, error, False)
+    assert error == ""
+    assert calls[-2] == ("opened", ("a",) + (0,) * (MAX_DEPTH - 1), False)
+    assert calls[-1][:2] == ("value", "a")
+    too_deep = '{"a": ' + "[" * (MAX_DEPTH + 1)
+    calls, error, _ = _run([too_deep], lenient=lenient)
+    assert _run(list(too_deep), lenient=lenient) == (calls, error, False)
+    assert error == f"the value of 'a' is nested deeper than {MAX_DEPTH} levels"
+    assert len(calls) == MAX_DEPTH
 
 
 # ---- lenient candidate closes ------------------------------------------------------------------
