@@ -47,6 +47,7 @@ def _run(fragments: list[str], *, lenient: bool) -> tuple[Calls, str, bool]:
         scanner.finish()
     except ScanError as exc:
         error = str(exc)
+    assert ("piece", "") not in calls, "a piece is never empty"
     return _merged(calls), error, scanner.truncated
 
 
@@ -108,6 +109,16 @@ def test_nesting_is_limited_to_max_depth_levels(lenient: bool) -> None:
 
 
 # ---- lenient candidate closes ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+@pytest.mark.parametrize("raw", ['{"s": "ab"}', '{"s": "ab", "t": 1}', '{"s": "a\\n"}'])
+def test_a_fragment_that_starts_with_the_closing_quote_sends_no_empty_piece(
+    raw: str, lenient: bool
+) -> None:
+    calls, error, _ = scan(raw, lenient=lenient)  # scan() checks every split for it
+    assert error == ""
+    assert calls[:2] == [("begin", ("s",)), ("end", "ab" if "ab" in raw else "a\n")]
 
 
 def test_a_candidate_close_that_was_content_leaves_nothing_held() -> None:
