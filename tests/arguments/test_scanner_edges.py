@@ -108,7 +108,15 @@ def test_nesting_is_limited_to_max_depth_levels(lenient: bool) -> None:
     assert len(calls) == MAX_DEPTH
 
 
-# ---- lenient candidate closes ------------------------------------------------------------------
+# ---- lenient mode ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", ['{"n": 1, }', '{"n": [1],}', '{"s": "c", "n": null ,\n}'])
+def test_lenient_accepts_a_trailing_comma_after_a_non_string_value(raw: str) -> None:
+    calls, error, truncated = scan(raw, lenient=True)
+    assert (error, truncated) == ("", False)
+    assert calls[-1][:2] == ("value", "n")
+    assert scan(raw)[1] == "expected a field name, got '}'"
 
 
 @pytest.mark.parametrize("lenient", [False, True])
