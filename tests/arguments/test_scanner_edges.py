@@ -172,3 +172,12 @@ def test_a_candidate_key_with_a_lone_surrogate_is_no_boundary() -> None:
         ("value", "\U0001f600", 1),
     ]
     assert (error, truncated) == ("", False)
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_nothing_is_held_without_a_candidate_close(lenient: bool) -> None:
+    calls: Calls = []
+    scanner = _scanner(calls, lenient=lenient)
+    for fragment in ('{"n": [1', ", 2]", ', "m": {"k": "v"}', ', "s": "te', "xt"):
+        scanner.feed(fragment)
+        assert not scanner._held, fragment
