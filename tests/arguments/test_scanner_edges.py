@@ -60,6 +60,23 @@ def scan(raw: str, *, lenient: bool = False) -> tuple[Calls, str, bool]:
     return whole
 
 
+# ---- nested keys ----------------------------------------------------------------------------
+
+
+def test_nested_keys_in_paths_are_decoded() -> None:
+    calls, error, _ = scan('{"a": {"k\\u00e9\\"": "v", "\\n": [1], "": 2}}')
+    assert error == ""
+    assert calls == [
+        ("opened", ("a",), True),
+        ("begin", ("a", 'k\u00e9"')),
+        ("end", "v"),
+        ("opened", ("a", "\n"), False),
+        ("scalar", ("a", "\n", 0), "1"),
+        ("scalar", ("a", ""), "2"),
+        ("value", "a", {'k\u00e9"': "v", "\n": [1], "": 2}),
+    ]
+
+
 # ---- malformed nested values -------------------------------------------------------------------
 
 
