@@ -4,6 +4,7 @@
     python -m devtools.mutation sse body        # some of them
     python -m devtools.mutation sse --show      # also print the diff of each survivor
     python -m devtools.mutation sse -j 2        # two mutant workers (default 1: shared cores)
+    python -m devtools.mutation sse --resume    # go on with a stopped run in its copy
 
 mutmut 3 reads one ``[tool.mutmut]`` table (``pyproject.toml``) and mutates and tests from the
 current directory, so a per-module run needs its own directory. For each module this copies
@@ -11,7 +12,8 @@ current directory, so a per-module run needs its own directory. For each module 
 the ``[tool.mutmut]`` table there with the project's own plus ``only_mutate`` (that module) and
 ``pytest_add_cli_args_test_selection`` (that module's tests), runs ``mutmut run`` in it and
 prints the module's score and its surviving mutants. The copy keeps the results: ``cd`` there
-and use ``mutmut show NAME`` / ``mutmut browse``. Each run starts from a fresh copy.
+and use ``mutmut show NAME`` / ``mutmut browse``. Each run starts from a fresh copy, unless
+``--resume``: then mutmut goes on in the existing copy, keeping the verdicts it has.
 
 Score = (killed + timeout) / all mutants. Survivors judged equivalent (no behaviour can tell
 them apart) are listed with a reason in ``docs/mutation.md``.
@@ -50,6 +52,7 @@ MODULES: dict[str, Module] = {
     "http11": Module(("llamaclient/_protocol/http11.py",), ("tests/core/test_http11.py",)),
     "scanner": Module(("llamaclient/_arguments/scanner.py",), ("tests/arguments",)),
     "repair": Module(("llamaclient/_arguments/repair.py",), ("tests/arguments",)),
+    "output": Module(("llamaclient/_arguments/output.py",), ("tests/output", "tests/arguments")),
     "types": Module(
         (
             "llamaclient/_types/completion.py",
@@ -95,15 +98,21 @@ def _pyproject(module: Module) -> str:
     return "\n".join(kept + table) + "\n"
 
 
-def run_module(name: str, *, children: int, show: bool) -> Counter[str]:
-    """Mutate one module in a fresh copy; print and return its counts."""
-    module = MODULES[name]
-    work = WORK / name
+def _fresh_copy(module: Module, work: Path) -> None:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     for folder in ("llamaclient", "tests"):
         shutil.copytree(ROOT / folder, work / folder, ignore=_ignore)
     (work / "pyproject.toml").write_text(_pyproject(module), "utf-8")
+
+
+def run_module(name: str, *, children: int, show: bool, resume: bool = False) -> Counter[str]:
+    """Mutate one module in a fresh copy (or go on in the last one); print and return its
+    counts."""
+    module = MODULES[name]
+    work = WORK / name
+    if not (resume and (work / "mutants").exists()):
+        _fresh_copy(module, work)
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "mutmut", "run", "--max-children", str(children)],
@@ -152,13 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help=f"some of: {', '.join(MODULES)}")
     parser.add_argument("-j", "--max-children", type=int, default=1)
     parser.add_argument("--show", action="store_true", help="print each survivor's diff")
+    parser.add_argument("--resume", action="store_true", help="go on with the last run's copy")
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         parser.error(f"unknown module(s) {unknown}; choose from {list(MODULES)}")
     failed = False
     for name in args.modules or list(MODULES):
-        counts = run_module(name, children=args.max_children, show=args.show)
+        counts = run_module(name, children=args.max_children, show=args.show, resume=args.resume)
         failed = failed or bool(counts["run failed"])
     return 1 if failed else 0
 
