@@ -160,11 +160,13 @@ class ConsoleView:
 
 def _rate(event: PromptProgress) -> str:
     """`` · 1,234 tokens/s · 20 from cache``: the prompt tokens evaluated per second (cached
-    ones cost nothing) and the cache reuse, each when known."""
+    ones cost nothing; ``in <1 ms`` when the server timed them at 0 ms) and the cache reuse,
+    each when known."""
     parts = []
     new = event.processed - event.cache
-    if event.time_ms and new > 0:
-        parts.append(f"{new / (event.time_ms / 1000):,.0f} tokens/s")
+    if event.time_ms is not None and new > 0:  # 0 ms: the server's clock said under 1 ms
+        rate = f"{new / (event.time_ms / 1000):,.0f} tokens/s" if event.time_ms else "in <1 ms"
+        parts.append(rate)
     if event.cache:
         parts.append(f"{event.cache} from cache")
     return "".join(f" · {p}" for p in parts)

@@ -213,6 +213,7 @@ def test_prompt_rate_text() -> None:
     assert _rate(Progress(100, 20, 100, 40.0)) == " · 2,000 tokens/s · 20 from cache"
     assert _rate(Progress(100, 0, 0, 0.0)) == ""
     assert _rate(Progress(100, 99, 99, None)) == " · 99 from cache"
+    assert _rate(Progress(28, 0, 28, 0.0)) == " · in <1 ms"  # timed at 0 ms (seen live)
 
 
 @pytest.mark.anyio

@@ -624,6 +624,8 @@ async def _bounded(aw: Awaitable[_T], seconds: float | None, what: str = "wait")
         if not fut.done():
             fut.cancel()
             await asyncio.gather(fut, return_exceptions=True)
+        elif not fut.cancelled():
+            fut.exception()  # retrieved even when we leave by a cancel: no "never retrieved"
     if not done:
         raise _Expired(f"{what} did not finish within {seconds}s")
     return fut.result()
