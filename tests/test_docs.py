@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import subprocess
@@ -36,11 +35,18 @@ from llamaclient import (
     ToolSchema,
     UserMessage,
 )
-from tests.support.docblocks import ADDRESS, BASE_URL, Block, blocks, fragment_module
+from tests.support.docblocks import (
+    ADDRESS,
+    BASE_URL,
+    ROOT,
+    Block,
+    blocks,
+    fragment_module,
+    run_script,
+)
 from tests.support.docfake import DocFake
 from tests.support.faultserver import FaultServer
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 ALL = [b for page in PAGES for b in blocks(page)]
@@ -69,7 +75,7 @@ async def test_example_runs(block: Block, tmp_path: Path) -> None:
     if block.offline:
         assert not addresses, f"an offline example names no server, not {addresses}"
         script.write_text(block.code)
-        code, out, err = await _python(script)
+        code, out, err = await run_script(script)
     else:
         assert addresses, f"a run example talks to a server, e.g. {BASE_URL} (or is offline)"
         async with AsyncExitStack() as stack:
@@ -77,28 +83,11 @@ async def test_example_runs(block: Block, tmp_path: Path) -> None:
             for srv in fakes.values():
                 DocFake(router=block.router).install(srv)
             script.write_text(ADDRESS.sub(lambda m: fakes[m[0]].url, block.code))
-            code, out, err = await _python(script)
+            code, out, err = await run_script(script)
         idle = [a for a, srv in fakes.items() if not srv.requests]
         assert not idle, f"{block.name} never asked {idle}:\n{out}"
     assert code == 0, f"{block.name} failed:\n{err}"
     assert err == "", err
-
-
-async def _python(script: Path) -> tuple[int | None, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(script),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=ENV,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    return proc.returncode, out.decode(), err.decode()
 
 
 if SKIPPED:  # each shows up as a skipped test with its reason; none when there are none

@@ -4,19 +4,14 @@ the README (and of docs/) is run or type-checked by ``tests/test_docs.py``."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import os
-import re
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.docblocks import blocks
+from tests.support.docblocks import ROOT, blocks, run_script
 from tests.support.faultserver import FaultServer, Json, chat_chunks, stream
 
-ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 
 
@@ -49,43 +44,26 @@ async def test_readme_example_runs(tmp_path: Path) -> None:
         )
         script = tmp_path / "example.py"
         script.write_text(code.replace("http://127.0.0.1:8080", srv.url))
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(script),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's llamaclient
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()
-    text = out.decode()
+        returncode, text, err = await run_script(script, seconds=30)
+    assert returncode == 0, err
     assert text.startswith("Hmm.The answer.")
     assert "Timings(cache_n=0, prompt_n=20, predicted_n=3" in text
     assert srv.requests[0].json()["chat_template_kwargs"] == {"enable_thinking": True}
 
 
 def image_example() -> str:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    found = [block for block in blocks if "ImagePart" in block]
+    found = [block.code for block in blocks(README) if "ImagePart" in block.code]
     assert len(found) == 1, "README should have one image example"
-    return str(found[0])
+    return found[0]
 
 
 async def run_image_example(tmp_path: Path, srv: FaultServer) -> str:
     (tmp_path / "cat.png").write_bytes(PNG)
     script = tmp_path / "image_example.py"
     script.write_text(image_example().replace("http://127.0.0.1:8080", srv.url))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(script),
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(README.parent)},  # this checkout's llamaclient
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
+    returncode, out, err = await run_script(script, cwd=tmp_path, seconds=30)
+    assert returncode == 0, err
+    return out
 
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452")

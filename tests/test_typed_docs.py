@@ -3,27 +3,24 @@ address changes)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.docblocks import ROOT, run_script
+from tests.support.docblocks import blocks as page_blocks
 from tests.support.faultserver import DONE, FaultServer, chat_chunk, chat_chunks, sse, stream
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "typed-outputs.md"
 PERSON = '{"name": "Ada", "age": 36, "address": {"city": "London", "country": "UK"}}'
 
 
 def blocks() -> list[str]:
-    found = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
+    found = [block.code for block in page_blocks(PAGE)]
     assert len(found) == 3
-    return [str(b) for b in found]
+    return found
 
 
 def tool_call_stream(name: str, arguments: str) -> Any:
@@ -42,16 +39,9 @@ async def run(code: str, route: Any, tmp_path: Path) -> str:
         srv.route("POST", "/v1/chat/completions", route)
         script = tmp_path / "example.py"
         script.write_text(code.replace("http://127.0.0.1:8080", srv.url))
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(script),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's llamaclient
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
+        returncode, out, err = await run_script(script, seconds=30)
+    assert returncode == 0, err
+    return out
 
 
 @pytest.mark.asyncio

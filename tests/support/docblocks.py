@@ -38,12 +38,16 @@ page authors.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "ROOT",
     "ADDRESS",
     "BASE_URL",
     "FRAGMENT_PRELUDE",
@@ -51,9 +55,11 @@ __all__ = [
     "DocBlockError",
     "blocks",
     "fragment_module",
+    "run_script",
 ]
 
 BASE_URL = "http://127.0.0.1:8080"
+ROOT = Path(__file__).resolve().parents[2]  # the checkout whose llamaclient examples import
 ADDRESS = re.compile(r"http://[A-Za-z0-9.\-]+:[0-9]+")  # a server address in a run block
 RUN_OPTIONS = ("", "offline", "router")
 KINDS = ("run", "fragment", "skip")
@@ -166,3 +172,26 @@ def fragment_module(block: Block) -> str:
     """A fragment as a module mypy can check: the prelude, then the block as the body."""
     body = textwrap.indent(block.code, "    ") if block.code.strip() else "    pass\n"
     return FRAGMENT_PRELUDE.format(source=block.name) + body
+
+
+async def run_script(
+    script: Path, *, cwd: Path | None = None, seconds: float = 60.0
+) -> tuple[int | None, str, str]:
+    """Run an example as ``python script`` with this checkout's ``llamaclient`` first on the
+    path (not whatever the venv installed); its exit code, stdout and stderr. Killed, and
+    ``TimeoutError`` raised, after ``seconds``."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(script),
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), seconds)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc.returncode, out.decode(), err.decode()
