@@ -168,30 +168,81 @@ class Assembler:
     # -- feeding -------------------------------------------------------------------------
     def push(self, data: str | bytes) -> list[ChatEvent]:
         """Take one ``data:`` payload (JSON text) and return the events it stands for."""
-        if self._failed:
-            raise ProtocolError("push after an error", data, partial=self.partial())
-        if self._done:
-            raise ProtocolError("data after [DONE]", data, partial=self.partial())
+        if self._failed or self._done:
+            raise self._refused(data)
         try:
             chunk = CHUNK_DECODER.decode(data)
         except (msgspec.DecodeError, RecursionError) as exc:
-            if data.strip() in _DONE:
-                self._done = True
-                return []
-            error = ProtocolError(f"not a chat completion chunk ({_why(exc)})", data)
-            raise self._fail(error) from None
-        if chunk.error is not None:
-            raise self._fail(_server_error(chunk.error, data))
-        choices = chunk.choices or ()
-        if len(choices) == 1:  # the common case, checked inline: one plain delta
+            return self._not_a_chunk(data, exc)
+        choices = chunk.choices
+        if choices is not None and len(choices) == 1 and chunk.prompt_progress is None:
+            # The common case, inline: one plain text delta (a token of the answer or of
+            # the reasoning); anything else takes the general path.
             choice = choices[0]
             delta = choice.delta
             if (
                 choice.index == 0
                 and choice.finish_reason is None
-                and (delta is None or not delta.tool_calls)
+                and delta is not None
+                and not delta.tool_calls
+                and chunk.error is None
+                and chunk.usage is None
             ):
-                return self._apply_chunk(chunk, choices, data)
+                text = delta.content
+                thought = delta.reasoning_content
+                if thought is None and text:
+                    self._seen = True
+                    if self._id is None:
+                        self._id = chunk.id
+                    if chunk.model is not None:
+                        self._model = chunk.model
+                    if chunk.timings is not None:
+                        self._timings = chunk.timings
+                    self._content.append(text)
+                    self._in_reasoning = False
+                    return [Content(text)]
+                if text is None and thought:
+                    return self._thought(chunk, thought)
+        return self._push(chunk, choices or (), data)
+
+    def _thought(self, chunk: WireChunk, text: str) -> list[ChatEvent]:
+        """The common reasoning payload (see :meth:`push`): one piece of reasoning text."""
+        self._seen = True
+        if self._id is None:
+            self._id = chunk.id
+        if chunk.model is not None:
+            self._model = chunk.model
+        timings = chunk.timings
+        if timings is not None:
+            self._timings = timings
+        self._reasoning.append(text)
+        self._in_reasoning = True
+        timings = self._timings
+        if timings is not None:
+            self._reasoning_tokens = timings.predicted_n
+        else:
+            self._reasoning_tokens += 1
+        return [Reasoning(text)]
+
+    def _refused(self, data: str | bytes) -> ProtocolError:
+        why = "push after an error" if self._failed else "data after [DONE]"
+        return ProtocolError(why, data, partial=self.partial())
+
+    def _not_a_chunk(self, data: str | bytes, exc: Exception) -> list[ChatEvent]:
+        """A payload that is not a chunk object: ``[DONE]`` ends the stream, anything else
+        is a ``ProtocolError``."""
+        if data.strip() in _DONE:
+            self._done = True
+            return []
+        error = ProtocolError(f"not a chat completion chunk ({_why(exc)})", data)
+        raise self._fail(error) from None
+
+    def _push(
+        self, chunk: WireChunk, choices: Sequence[WireChoice], data: str | bytes
+    ) -> list[ChatEvent]:
+        """Any payload: checked first, applied whole or not at all."""
+        if chunk.error is not None:
+            raise self._fail(_server_error(chunk.error, data))
         try:
             risky = self._check(choices, data)
         except ProtocolError as exc:
