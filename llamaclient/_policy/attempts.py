@@ -146,7 +146,6 @@ async def _try_once(
                 "POST",
                 path,
                 body,
-                stream=True,
                 read_timeout=config.stall_timeout,
                 headers=headers,
             )

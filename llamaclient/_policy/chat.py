@@ -73,7 +73,7 @@ class ChatPolicies:
                     yield [event]
         headers = None
         if resumer is not None:
-            headers = {**self.endpoint.chat_headers, "X-Conversation-Id": resumer.conversation_id}
+            headers = {**self.endpoint.headers, "X-Conversation-Id": resumer.conversation_id}
         path = CHAT_PATH if request.autoload else f"{CHAT_PATH}?autoload=false"
         tries = attempts(self.endpoint, body, headers, resumer, path, model)
         async with aclosing(tries):

@@ -58,9 +58,6 @@ class Endpoint:
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self.headers: Mapping[str, str] = headers
-        # llama-server closes the connection after every streamed response (measured), so a
-        # pooled connection would only fail on its next use: ask for the close up front.
-        self.chat_headers: Mapping[str, str] = {**headers, "Connection": "close"}
 
     @property
     def transport(self) -> Transport:
@@ -86,7 +83,6 @@ class Endpoint:
         path: str,
         body: bytes | None = None,
         *,
-        stream: bool = False,
         read_timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Response:
@@ -94,7 +90,7 @@ class Endpoint:
         reached the model, so that is always safe). ``headers`` replace the defaults."""
         url = self.base + path
         if headers is None:
-            headers = self.chat_headers if stream else self.headers
+            headers = self.headers
         transport = self.transport
         try:
             return await transport.send(method, url, headers, body, read_timeout=read_timeout)

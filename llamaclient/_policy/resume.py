@@ -118,7 +118,7 @@ class Resumer:
         try:
             with anyio.fail_after(endpoint.config.wait_timeout):
                 response = await endpoint.send(
-                    "GET", self.path(offset), stream=True, read_timeout=stall
+                    "GET", self.path(offset), read_timeout=stall
                 )
         except TimeoutError:
             raise WaitTimeoutError("no answer to the resume request") from None

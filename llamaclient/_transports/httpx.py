@@ -170,6 +170,10 @@ class HttpxTransport:
         read_timeout: float | None = None,
     ) -> Response:
         client = self._client
+        if method.upper() == "POST" and not any(k.lower() == "connection" for k in headers):
+            # llama-server closes the connection after every streamed answer (measured): a
+            # pooled one would only fail on its next use, so ask for the close up front.
+            headers = {**headers, "Connection": "close"}
         request = client.build_request(method, url, headers=headers, content=body)
         # The wait for the head is the caller's (wait_timeout: llama-server is silent while a
         # request is queued); the read timeout bounds each body read only. httpcore reads the

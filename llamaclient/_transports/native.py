@@ -51,7 +51,9 @@ from .base import KEEPALIVE_SECONDS, Response, TransportError
 __all__ = ["AsyncioTransport"]
 
 _HIGH_WATER: Final = 1024 * 1024  # pause reading above this many buffered bytes
-_MAX_IDLE: Final = 16  # idle connections kept per host
+# Idle connections kept per host: a pool only holds what was in use at once in the last
+# KEEPALIVE_SECONDS, so this only bounds a burst (each one is a file descriptor).
+_MAX_IDLE: Final = 1024
 _READ_SIZE: Final = 256 * 1024  # the most one read takes, like asyncio's own transports
 _PROACTOR: Final[type[asyncio.AbstractEventLoop] | None] = getattr(
     asyncio, "ProactorEventLoop", None
@@ -98,8 +100,10 @@ class _Connection(asyncio.BufferedProtocol):
     """
 
     __slots__ = (
+        "after_post",
         "broken",
         "buffered",
+        "closers",
         "error",
         "exchanges",
         "expiry",
@@ -110,6 +114,7 @@ class _Connection(asyncio.BufferedProtocol):
         "parser",
         "paused",
         "pool",
+        "posted",
         "read_timeout",
         "reused",
         "since",
@@ -119,10 +124,20 @@ class _Connection(asyncio.BufferedProtocol):
         "waiter",
     )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, key: Key, view: memoryview) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        key: Key,
+        view: memoryview,
+        closers: set[Key] | None = None,
+    ) -> None:
         self.loop = loop
         self.key = key
         self.view = view  # what the socket is read into: shared, or this connection's own
+        # The hosts known to close a connection after answering a POST (the transport's).
+        self.closers: set[Key] = closers if closers is not None else set()
+        self.posted = False  # the current (or last) exchange is a POST
+        self.after_post = False  # the exchange before it was
         self.transport: asyncio.Transport | None = None
         self.parser: ResponseParser | None = None
         self.buffered = 0  # raw bytes received since the reader last took the body
@@ -195,6 +210,10 @@ class _Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        if self.pool is not None and not self.broken and self.posted:
+            # The server closed an idle connection after answering a POST, well before the
+            # keep-alive it announced: llama-server does this after every streamed answer.
+            self.closers.add(self.key)
         self._leave_pool()
         parser = self.parser
         if parser is not None and not self.broken and parser.state != DONE:
@@ -205,6 +224,8 @@ class _Connection(asyncio.BufferedProtocol):
         """The connection ended with the response incomplete."""
         if not parser.started:
             if self.reused:
+                if self.after_post:  # closed after a POST (see connection_lost)
+                    self.closers.add(self.key)
                 error = TransportError("disconnected", f"{_why(exc)} before responding")
             else:
                 why = f"{_why(exc)} before responding (the request may have reached it)"
@@ -288,11 +309,14 @@ class _Connection(asyncio.BufferedProtocol):
         head_only: bool,
         keep_alive: bool,
         read_timeout: float | None = None,
+        post: bool = False,
     ) -> ResponseParser:
         """Reset for a new exchange, write ``request``; return the response's parser."""
         self._leave_pool()
         self.reused = self.exchanges > 0
         self.exchanges += 1
+        self.after_post = self.posted
+        self.posted = post
         parser = self.parser = ResponseParser(head_only=head_only)
         self.buffered = 0
         self.error = None
@@ -457,6 +481,7 @@ class AsyncioTransport:
         self._idle: dict[Key, list[_Connection]] = {}
         self._active: set[_Connection] = set()
         self._targets: dict[str, tuple[Key, str, str]] = {}
+        self._closers: set[Key] = set()  # hosts that close connections after a POST
         self._view: memoryview | None = None  # the read buffer all connections share
 
     def __repr__(self) -> str:
@@ -496,7 +521,9 @@ class AsyncioTransport:
     ) -> Response:
         """Send one request; return once the status line and headers are in."""
         key, path, netloc = self._target(url)
-        request, keep_alive = _request_bytes(method, path, netloc, headers, body)
+        post = method.upper() == "POST"
+        close = post and key in self._closers  # it would close the connection anyway
+        request, keep_alive = _request_bytes(method, path, netloc, headers, body, close=close)
         conn = self._take_idle(key)
         if conn is None:
             conn = await self._connect(key)
@@ -506,6 +533,7 @@ class AsyncioTransport:
             head_only=method.upper() == "HEAD",
             keep_alive=keep_alive,
             read_timeout=read_timeout,
+            post=post,
         )
         try:
             while parser.state == HEAD and not conn.broken:
@@ -575,7 +603,7 @@ class AsyncioTransport:
         try:
             async with asyncio.timeout(self._connect_timeout):
                 _, conn = await loop.create_connection(
-                    lambda: _Connection(loop, key, view),
+                    lambda: _Connection(loop, key, view, self._closers),
                     host,
                     port,
                     ssl=context,
@@ -622,13 +650,19 @@ class AsyncioTransport:
 
 
 def _request_bytes(
-    method: str, path: str, netloc: str, headers: Mapping[str, str], body: bytes | None
+    method: str,
+    path: str,
+    netloc: str,
+    headers: Mapping[str, str],
+    body: bytes | None,
+    *,
+    close: bool = False,
 ) -> tuple[bytes, bool]:
     """The request's bytes (head and body, to be written at once) and whether it allows
-    keeping the connection alive."""
+    keeping the connection alive; ``close`` asks for ``Connection: close``."""
     lines = [f"{method} {path} HTTP/1.1\r\n"]
     keep_alive = True
-    has_host = has_encoding = False
+    has_host = has_encoding = has_connection = False
     for name, value in headers.items():
         if "\r" in name or "\n" in name or "\r" in value or "\n" in value or ":" in name:
             raise ValueError(f"invalid header {name!r} (the value is not shown)")
@@ -639,13 +673,17 @@ def _request_bytes(
             has_host = True
         elif lower == "accept-encoding":
             has_encoding = True
-        elif lower == "connection" and "close" in _tokens(value):
-            keep_alive = False
+        elif lower == "connection":  # the caller's own is sent as it is
+            has_connection = True
+            keep_alive = "close" not in _tokens(value)
         lines.append(f"{name}: {value}\r\n")
     if not has_host:
         lines.insert(1, f"Host: {netloc}\r\n")
     if not has_encoding:
         lines.append("Accept-Encoding: identity\r\n")
+    if close and not has_connection:
+        lines.append("Connection: close\r\n")
+        keep_alive = False
     if body:
         lines.append(f"Content-Length: {len(body)}\r\n")
     elif body is not None or method.upper() in _BODY_METHODS:

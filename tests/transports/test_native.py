@@ -593,6 +593,53 @@ async def test_connection_close_from_the_request_is_honoured(
     await server.wait_closed_connections()
 
 
+async def test_a_server_that_keeps_posts_alive_gets_them_on_one_connection(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    # A proxy in front of llama-server keeps the connection: every chat reuses it.
+    server.route("POST", CHAT, stream(chat_chunks(["a"])))
+    for _ in range(3):
+        assert (await fetch(transport, server.url + CHAT, "POST", None, b"{}"))[0] == 200
+        await asyncio.sleep(0.02)
+    assert [r.conn_id for r in server.requests] == [1, 1, 1]
+    assert all("connection" not in r.headers for r in server.requests)
+
+
+async def test_a_server_that_closes_after_a_post_is_asked_to_close_up_front(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    # llama-server announces keep-alive, then closes the connection after every streamed
+    # answer: once seen, later POSTs to it say Connection: close (and are never pooled).
+    answer = [*stream(chat_chunks(["a"]), end=False), Raw(b"0\r\n\r\n")]  # then it closes
+    server.route("POST", CHAT, answer)
+    server.route("GET", "/j", [Json(200, {})])
+    for _ in range(3):
+        assert (await fetch(transport, server.url + CHAT, "POST", None, b"{}"))[0] == 200
+        await server.wait_for(lambda: server.connections_open == 0)
+        await asyncio.sleep(0.01)  # the FIN reaches the pooled connection
+    assert [r.headers.get("connection") for r in server.requests] == [None, "close", "close"]
+    assert [r.conn_id for r in server.requests] == [1, 2, 3]
+    await fetch(transport, server.url + "/j")
+    await fetch(transport, server.url + "/j")
+    assert "connection" not in server.requests[-1].headers  # GETs are still pooled
+    assert server.requests[-1].conn_id == server.requests[-2].conn_id
+
+
+async def test_a_post_on_a_connection_the_server_just_closed_is_learned_from(
+    server: FaultServer, transport: AsyncioTransport
+) -> None:
+    # The next POST went out before the FIN arrived: "disconnected" (the client retries it
+    # on a fresh connection), and the POSTs after it ask for the close.
+    server.route("POST", CHAT, stream(chat_chunks(["a"])), [Close()], stream(chat_chunks(["b"])))
+    assert (await fetch(transport, server.url + CHAT, "POST", None, b"{}"))[0] == 200
+    with pytest.raises(TransportError) as info:
+        await fetch(transport, server.url + CHAT, "POST", None, b"{}")
+    assert info.value.kind == "disconnected"
+    assert (await fetch(transport, server.url + CHAT, "POST", None, b"{}"))[0] == 200
+    assert [r.headers.get("connection") for r in server.requests] == [None, None, "close"]
+    assert [r.conn_id for r in server.requests] == [1, 1, 2]
+
+
 async def test_connection_close_from_the_response_is_honoured(
     server: FaultServer, transport: AsyncioTransport
 ) -> None:
@@ -847,7 +894,11 @@ async def test_client_chat_matches_the_httpx_transport(server: FaultServer) -> N
     assert ours_result == default_result
     assert len(ours_result[0]) == 6
     assert ours_result[1].content == "Hello world"
-    assert server.requests[0].headers["connection"] == "close"
+    # Ours keeps the connection (this server keeps it alive: the health checks reuse it);
+    # httpx asks for the close on a POST, as llama-server closes it anyway.
+    assert "connection" not in server.requests[0].headers
+    assert [r.conn_id for r in server.requests[:3]] == [1, 1, 1]
+    assert server.requests[3].headers["connection"] == "close"
     await server.wait_closed_connections()
 
 
