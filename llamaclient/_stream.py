@@ -5,6 +5,12 @@ for each read, SSE framing → assembler → events. Leaving ``async with``, ``a
 any task) or cancelling the task closes the HTTP response at once, so the server frees the
 slot. A plain ``break`` without ``async with`` closes it as soon as the stream object is no
 longer referenced (the event loop then finalises its generator).
+
+Who runs what: the loop (``_run``, an async generator) waits for the response and owns
+everything the stream holds; once the body streams, it hands ChatStream a :class:`_Pump`,
+and ``ChatStream.__anext__`` itself reads and decodes (one hop less per read: the common
+read is one event). The end of the body, ``[DONE]``, a failure or a broken connection go
+back to the loop, which decides (finish, resume, fail) and releases everything.
 """
 
 from __future__ import annotations
@@ -96,6 +102,85 @@ class _Shared:
         self.capped = False  # the thinking budget ended the reasoning
 
 
+class _Pump:
+    """The body as it streams: each read through SSE framing → assembler → events.
+
+    ChatStream's ``__anext__`` calls ``read`` and ``take`` itself while the loop waits (no
+    thinking budget); with a budget the loop does (``take_budgeted``). ``outcome`` is set
+    when the loop must look again: the body ended, ``[DONE]`` came, or a payload failed
+    (the failure is raised after the events of its read were delivered)."""
+
+    __slots__ = ("decoder", "outcome", "read", "shared")
+
+    def __init__(
+        self,
+        shared: _Shared,
+        decoder: SSEDecoder,
+        response: Response,
+    ) -> None:
+        self.shared = shared
+        self.decoder = decoder
+        self.read: Callable[[], Awaitable[bytes]] = response.read
+        self.outcome: tuple[bytes, InferError | None] | None = None
+
+    def take(self, chunk: bytes) -> list[ChatEvent]:
+        """The events of one read (``b""``: the end of the body). What arrived before an
+        error in this read is returned with it (the error is raised after them), so the
+        events never depend on how the bytes were split."""
+        shared = self.shared
+        shared.offset += len(chunk)
+        asm = shared.asm
+        events: list[ChatEvent] = []
+        failure: InferError | None = None
+        try:
+            for payload in self.decoder.feed(chunk) if chunk else self.decoder.flush():
+                got = asm.push(payload)
+                if events:
+                    events += got
+                else:
+                    events = got
+        except InferError as exc:
+            if not asm.is_done:  # after [DONE] nothing counts: a later read is never taken
+                failure = exc
+        if shared.live is not None:  # self._settle(chunk, events, failure), written out
+            events = shared.live.process(events)
+        if shared.output is not None:
+            events = shared.output.process(events)
+        if failure is not None or not chunk or asm.is_done:
+            self.outcome = (chunk, failure)
+        return events
+
+    async def take_budgeted(self, chunk: bytes, budget: ThinkingBudget) -> list[ChatEvent]:
+        """:meth:`take` with the thinking budget checked after every payload."""
+        shared = self.shared
+        shared.offset += len(chunk)
+        asm = shared.asm
+        events: list[ChatEvent] = []
+        failure: InferError | None = None
+        try:
+            for payload in self.decoder.feed(chunk) if chunk else self.decoder.flush():
+                events += asm.push(payload)
+                await budget.check(asm, events)
+        except InferError as exc:
+            if not asm.is_done:
+                failure = exc
+        return self._settle(chunk, events, failure)
+
+    def _settle(
+        self, chunk: bytes, events: list[ChatEvent], failure: InferError | None
+    ) -> list[ChatEvent]:
+        """The end of :meth:`take_budgeted` (and of :meth:`take`, written out there: it is
+        the per-read path): live arguments and typed output see the events; ``outcome``."""
+        shared = self.shared
+        if shared.live is not None:
+            events = shared.live.process(events)
+        if shared.output is not None:
+            events = shared.output.process(events)
+        if failure is not None or not chunk or shared.asm.is_done:
+            self.outcome = (chunk, failure)
+        return events
+
+
 class ChatStream:
     """``async for event in stream`` yields ChatEvents; then ``stream.completion``.
 
@@ -126,7 +211,8 @@ class ChatStream:
         self._output_type = output
         if output is not None:
             self._shared.output = OutputDecoder()
-        self._gen: AsyncGenerator[list[ChatEvent], None] | None = None
+        self._gen: AsyncGenerator[list[ChatEvent] | _Pump, None] | None = None
+        self._pump: _Pump | None = None  # set while __anext__ reads the body itself
         self._batch: list[ChatEvent] = []
         self._pos = 0
         self._served = 0
@@ -241,36 +327,65 @@ class ChatStream:
         if self._served >= _FAIRNESS_EVENTS:
             self._served = 0
             await self._turn()
-        while self._pos >= len(self._batch):
-            if self._gen is None:
-                self._gen = _run(self._policies, self.request, self._body, self._shared)
-            try:
-                self._batch = await self._gen.__anext__()
-            except StopAsyncIteration:
-                if self._output_type is not None:
-                    try:
-                        _settle_output(self._shared, self._output_type)
-                    except InferError as exc:
-                        self._shared.error = exc
-                        raise
-                raise
-            except Exception as exc:
-                self._shared.error = exc
-                raise
+        batch, pos = self._batch, self._pos
+        while pos >= len(batch):
+            pump = self._pump
+            if pump is None or pump.outcome is not None:
+                await self._step()  # the loop: waiting events, the pump, or the end
+            else:
+                try:
+                    self._batch = pump.take(await pump.read())
+                except Exception as exc:  # a broken connection (the loop may resume it)
+                    if self._closed:
+                        raise StopAsyncIteration from None  # aclose() from another task
+                    await self._step(exc)
+                except BaseException:
+                    await self._abandon()
+                    raise
+                else:
+                    self._pos = 0
+            batch, pos = self._batch, self._pos
+        self._pos = pos + 1
+        return batch[pos]
+
+    async def _step(self, error: Exception | None = None) -> None:
+        """Run the loop to its next batch of events, or its pump (``error``: thrown into
+        it where it waits for the pump)."""
+        gen = self._gen
+        if gen is None:
+            gen = self._gen = _run(self._policies, self.request, self._body, self._shared)
+        self._pump = None
+        try:
+            item = await (gen.__anext__() if error is None else gen.athrow(error))
+        except StopAsyncIteration:
+            if self._output_type is not None:
+                try:
+                    _settle_output(self._shared, self._output_type)
+                except InferError as exc:
+                    self._shared.error = exc
+                    raise
+            raise
+        except Exception as exc:
+            self._shared.error = exc
+            raise
+        if isinstance(item, _Pump):
+            self._pump = item
+        else:
+            self._batch = item
             self._pos = 0
-        event = self._batch[self._pos]
-        self._pos += 1
-        return event
 
     async def _turn(self) -> None:
         try:
             await anyio.lowlevel.checkpoint()
         except BaseException:
-            # Cancelled here, outside the loop's generator: close it now (the response, the
-            # slot, the server's generation) instead of whenever it is garbage collected.
-            with anyio.CancelScope(shield=True):
-                await self.aclose()
+            await self._abandon()
             raise
+
+    async def _abandon(self) -> None:
+        """Cancelled outside the loop's generator: close it now (the response, the slot, the
+        server's generation) instead of whenever it is garbage collected."""
+        with anyio.CancelScope(shield=True):
+            await self.aclose()
 
     async def __aenter__(self) -> ChatStream:
         return self
@@ -342,6 +457,7 @@ def _without(partial: Completion, unseen: Sequence[ChatEvent]) -> Completion:
         tool_calls=tuple(calls),
     )
 
+
 def _settle_output(shared: _Shared, spec: OutputType[Any]) -> None:
     """The stream ended: put the validated output into the Completion, or raise
     :class:`OutputError` (with the raw text, the reason and the partial value)."""
@@ -372,8 +488,9 @@ def _settle_output(shared: _Shared, spec: OutputType[Any]) -> None:
 
 async def _run(
     policies: ChatPolicies, request: ChatRequest, body: bytes | None, shared: _Shared
-) -> AsyncGenerator[list[ChatEvent], None]:
-    """The loop: wait for a response, then read → SSE framing → assembler → events."""
+) -> AsyncGenerator[list[ChatEvent] | _Pump, None]:
+    """The loop: wait for a response, then read → SSE framing → assembler → events (through
+    the :class:`_Pump`, which ChatStream runs itself without a thinking budget)."""
     await policies.check_inputs(request)  # before anything is held or sent
     slot = request.slot
     ticket = policies.slots.join(slot) if slot is not None else None
@@ -385,34 +502,28 @@ async def _run(
         response = shared.response
         if response is None or shared.completion is not None:
             return  # stopped while waiting, or a whole (non-streamed) answer
-        decoder = SSEDecoder(policies.config.max_event_bytes)
-        read: Callable[[], Awaitable[bytes]] = response.read
-        asm = shared.asm
-        done = False
-        while not done:
+        pump = _Pump(shared, SSEDecoder(policies.config.max_event_bytes), response)
+        while pump.outcome is None:
             try:
-                chunk = await read()
+                if budget is None:
+                    yield pump  # ChatStream reads and decodes until pump.outcome
+                else:
+                    events = await pump.take_budgeted(await pump.read(), budget)
+                    if events:
+                        yield events
             except TransportError as exc:
                 resumer = _resumable(shared, exc)
                 if resumer is None:
                     raise
                 async for events in _resume(shared, resumer, exc):
                     yield events
-                read = _read_of(shared.response)
-                continue
-            shared.offset += len(chunk)
-            if budget is None:
-                events, failure = _decode(shared, decoder, chunk)
-            else:
-                events, failure = await _decode_budgeted(shared, decoder, chunk, budget)
-            if events:
-                yield events
-            if failure is not None:
-                raise failure
-            done = not chunk or asm.is_done  # [DONE] ends it, even if the connection stays open
+                pump.read = _read_of(shared.response)
+        chunk, failure = pump.outcome
+        if failure is not None:
+            raise failure
         if chunk:  # [DONE] came before the body's end
-            await _read_to_end(read)
-        shared.completion = asm.finish(_capped(budget))
+            await _read_to_end(pump.read)
+        shared.completion = shared.asm.finish(_capped(budget))
     except (TransportError, InferError) as exc:
         _failed(exc, shared, _capped(budget), policies.config)
     finally:
@@ -509,52 +620,6 @@ def _is_sse(response: Response) -> bool:
 
 def _capped(budget: ThinkingBudget | None) -> bool:
     return budget is not None and budget.capped
-
-
-def _decode(
-    shared: _Shared, decoder: SSEDecoder, chunk: bytes
-) -> tuple[list[ChatEvent], InferError | None]:
-    """The events of one read (``b""``: the end of the body). What arrived before an error in
-    this read is returned with it, so the events never depend on how the bytes were split."""
-    asm = shared.asm
-    events: list[ChatEvent] = []
-    failure: InferError | None = None
-    try:
-        for payload in decoder.feed(chunk) if chunk else decoder.flush():
-            got = asm.push(payload)
-            if events:
-                events += got
-            else:
-                events = got
-    except InferError as exc:
-        if not asm.is_done:  # after [DONE] nothing counts: a later read is never taken either
-            failure = exc
-    if shared.live is not None:
-        events = shared.live.process(events)
-    if shared.output is not None:
-        events = shared.output.process(events)
-    return events, failure
-
-
-async def _decode_budgeted(
-    shared: _Shared, decoder: SSEDecoder, chunk: bytes, budget: ThinkingBudget
-) -> tuple[list[ChatEvent], InferError | None]:
-    """:func:`_decode` with the thinking budget checked after every payload."""
-    asm = shared.asm
-    events: list[ChatEvent] = []
-    failure: InferError | None = None
-    try:
-        for payload in decoder.feed(chunk) if chunk else decoder.flush():
-            events += asm.push(payload)
-            await budget.check(asm, events)
-    except InferError as exc:
-        if not asm.is_done:
-            failure = exc
-    if shared.live is not None:
-        events = shared.live.process(events)
-    if shared.output is not None:
-        events = shared.output.process(events)
-    return events, failure
 
 
 def _failed(

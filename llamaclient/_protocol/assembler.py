@@ -99,7 +99,6 @@ class Assembler:
     __slots__ = (
         "_calls",
         "_content",
-        "_done",
         "_failed",
         "_finish",
         "_id",
@@ -111,6 +110,7 @@ class Assembler:
         "_seen",
         "_timings",
         "_usage",
+        "is_done",
     )
 
     def __init__(self) -> None:
@@ -124,7 +124,9 @@ class Assembler:
         self._usage = Usage()
         self._reasoning_tokens = 0
         self._in_reasoning = False
-        self._done = False
+        self.is_done = False
+        """``[DONE]`` has arrived: the stream is over, whatever the connection does next. (An
+        attribute, not a property: the stream reads it after every read.)"""
         self._failed = False
         self._seen = False
         # While a payload is applied with an undo record: each call it touched, as it was.
@@ -152,11 +154,6 @@ class Assembler:
         return self._finish is not None
 
     @property
-    def is_done(self) -> bool:
-        """``[DONE]`` has arrived: the stream is over, whatever the connection does next."""
-        return self._done
-
-    @property
     def saw_output(self) -> bool:
         """Any text or tool-call piece has arrived."""
         return bool(self._content or self._reasoning or self._calls)
@@ -168,7 +165,7 @@ class Assembler:
     # -- feeding -------------------------------------------------------------------------
     def push(self, data: str | bytes) -> list[ChatEvent]:
         """Take one ``data:`` payload (JSON text) and return the events it stands for."""
-        if self._failed or self._done:
+        if self._failed or self.is_done:
             raise self._refused(data)
         try:
             chunk = CHUNK_DECODER.decode(data)
@@ -232,7 +229,7 @@ class Assembler:
         """A payload that is not a chunk object: ``[DONE]`` ends the stream, anything else
         is a ``ProtocolError``."""
         if data.strip() in _DONE:
-            self._done = True
+            self.is_done = True
             return []
         error = ProtocolError(f"not a chat completion chunk ({_why(exc)})", data)
         raise self._fail(error) from None

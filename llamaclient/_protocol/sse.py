@@ -132,6 +132,16 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Decode the next piece of the body; return the data of each event it completes."""
+        # The common read first: exactly one whole ``data: <line>\n\n`` event, at an event
+        # boundary (nothing pending), no CR anywhere, within the size limit.
+        if chunk.startswith(_DATA) and not (
+            self._edge or self._raw or self._line or self._data or self._type
+        ):
+            end = chunk.find(_LF)
+            size = len(chunk)
+            if end == size - 2 and chunk[-1] == 10 and size <= self._max and _CR not in chunk:
+                self._type_seen = _MESSAGE
+                return [chunk[6:end]]
         if self._edge:
             chunk = self._strip_edge(chunk)
         if chunk.find(_CR) >= 0:

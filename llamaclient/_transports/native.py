@@ -59,6 +59,7 @@ _PROACTOR: Final[type[asyncio.AbstractEventLoop] | None] = getattr(
     asyncio, "ProactorEventLoop", None
 )
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
+_Future = asyncio.Future  # (what loop.create_future() makes, without its Python frame)
 
 Key = tuple[str, str, int]  # (scheme, host, port)
 
@@ -396,7 +397,7 @@ class _AsyncioResponse(Response):
                     return b""
                 if more == _AGAIN:
                     continue
-            waiter = conn.waiter = conn.loop.create_future()
+            waiter = conn.waiter = _Future(loop=conn.loop)
             timeout = conn.read_timeout
             if timeout is not None:
                 since = conn.since = conn.loop.time()
@@ -410,7 +411,7 @@ class _AsyncioResponse(Response):
                 self._owner._discard(conn)
                 raise
             conn.since = None
-        data = body[0] if len(body) == 1 else b"".join(body)
+        data = b"".join(body)  # (one piece: that piece itself, not a copy)
         body.clear()
         if not parser.backlog:
             conn.buffered = 0
