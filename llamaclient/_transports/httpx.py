@@ -80,6 +80,9 @@ def _verify(tls: ssl.SSLContext | str | None) -> ssl.SSLContext | bool:
 class _HttpxResponse(Response):
     __slots__ = ("_chunks", "_response")
 
+    # Not fair_reads (see _stream._Pump): httpcore hands out the HTTP chunks h11 already
+    # holds without touching the socket, so many reads in a row may never suspend.
+
     def __init__(self, response: httpx.Response) -> None:
         self._response = response
         self._chunks: AsyncIterator[bytes] | None = None

@@ -41,7 +41,8 @@ import contextlib
 import os
 import socket
 import ssl
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Final, cast
 from urllib.parse import urlsplit
 
@@ -67,6 +68,14 @@ Key = tuple[str, str, int]  # (scheme, host, port)
 _END: Final = 0
 _AGAIN: Final = 1
 _WAIT: Final = 2
+
+
+def _clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """``loop.time``; for asyncio's own loops that is ``time.monotonic`` (a C function, where
+    ``loop.time`` is a Python method calling it: a frame saved per read that waits)."""
+    if type(loop).time is asyncio.BaseEventLoop.time:
+        return time.monotonic
+    return loop.time
 
 
 def _tokens(value: str | None) -> set[str]:
@@ -104,6 +113,7 @@ class _Connection(asyncio.BufferedProtocol):
         "after_post",
         "broken",
         "buffered",
+        "clock",
         "closers",
         "error",
         "exchanges",
@@ -133,6 +143,7 @@ class _Connection(asyncio.BufferedProtocol):
         closers: set[Key] | None = None,
     ) -> None:
         self.loop = loop
+        self.clock = _clock(loop)  # loop.time, without a Python frame when it can be
         self.key = key
         self.view = view  # what the socket is read into: shared, or this connection's own
         # The hosts known to close a connection after answering a POST (the transport's).
@@ -287,7 +298,7 @@ class _Connection(asyncio.BufferedProtocol):
         if since is None or timeout is None or self.broken:
             return  # nobody waits now: the next wait arms the timer again
         due = since + timeout
-        if self.loop.time() < due:
+        if self.clock() < due:
             self.stall = self.loop.call_at(due, self.check_stall)
             return
         self._fail(TransportError("stall", f"no byte from the server for {timeout:g} s"))
@@ -370,6 +381,8 @@ class _AsyncioResponse(Response):
 
     __slots__ = ("_body", "_conn", "_owner", "_parser")
 
+    fair_reads = True  # read() hands out everything buffered, or waits (see _stream._Pump)
+
     def __init__(self, owner: AsyncioTransport, conn: _Connection, parser: ResponseParser) -> None:
         self._owner = owner
         self._conn: _Connection | None = conn
@@ -400,7 +413,7 @@ class _AsyncioResponse(Response):
             waiter = conn.waiter = _Future(loop=conn.loop)
             timeout = conn.read_timeout
             if timeout is not None:
-                since = conn.since = conn.loop.time()
+                since = conn.since = conn.clock()
                 if conn.stall is None:
                     conn.stall = conn.loop.call_at(since + timeout, conn.check_stall)
             try:

@@ -108,6 +108,8 @@ class FakeResponse(Response):
 
     __slots__ = ("_headers", "_read_timeout", "_status", "_steps", "closed")
 
+    fair_reads = True  # every read is a scheduling point
+
     def __init__(
         self,
         status: int,

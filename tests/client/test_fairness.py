@@ -13,7 +13,7 @@ import anyio.lowlevel
 import pytest
 
 from llamaclient import ChatRequest, Client, Config, UserMessage
-from llamaclient._stream import _FAIRNESS_EVENTS
+from llamaclient._stream import _FAIRNESS_EVENTS, ChatStream
 from tests.support.faultserver import FaultServer, chat_chunks, stream
 
 pytestmark = pytest.mark.anyio
@@ -50,3 +50,29 @@ async def test_slow_consumer_leaves_the_loop_to_other_tasks(transport: str) -> N
     # drain (measured: 0 or 1); with a turn every 32 events it runs at least 6 times.
     assert _FAIRNESS_EVENTS == 32
     assert ticks >= 5, ticks
+
+
+async def test_reads_that_wait_take_no_extra_turns(
+    anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Our asyncio stack hands out everything that came while the reader slept, so a stream
+    whose every event is waited for (a fast consumer: the common case) never takes the
+    fairness turn, which would cost a loop round per 32 events for nothing."""
+    if anyio_backend != "asyncio":
+        pytest.skip("the asyncio transport needs an asyncio event loop")
+    turns = 0
+    turn = ChatStream._turn
+
+    async def counted(self: ChatStream) -> None:
+        nonlocal turns
+        turns += 1
+        await turn(self)
+
+    monkeypatch.setattr(ChatStream, "_turn", counted)
+    texts = [f"t{i} " for i in range(100)]
+    async with FaultServer() as srv:
+        srv.route("POST", "/v1/chat/completions", stream(chat_chunks(texts), delay=0.002))
+        async with Client(Config(srv.url, transport="asyncio")) as client:
+            completion = await client.chat(ChatRequest([UserMessage("hi")])).collect()
+    assert completion.content == "".join(texts)
+    assert turns == 0
