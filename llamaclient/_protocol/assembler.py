@@ -17,9 +17,11 @@ Rules (the tests check each one):
    A piece without ``index`` continues the last call unless it carries a new ``id``. Fields a
    server adds to a tool-call entry are kept in ``ToolCall.extra`` and sent back next turn.
 3. ``timings`` is the latest seen (the usage chunk after the finish chunk included); so is usage.
-4. ``reasoning_tokens``: whenever a payload carries reasoning text it becomes the latest
-   ``timings.predicted_n`` (without timings, one per reasoning payload). ``in_reasoning`` is
-   true after reasoning text, false after answer text or a tool-call piece.
+   Timings come with every chunk and are decoded only when asked for (the Completion, the
+   reasoning tokens): malformed ones count as none, they are telemetry, not the answer.
+4. ``reasoning_tokens``: the ``timings.predicted_n`` latest seen at the last payload that
+   carried reasoning text (without timings, the number of such payloads). ``in_reasoning``
+   is true after reasoning text, false after answer text or a tool-call piece.
 5. ``finish`` raises ``StreamClosedEarlyError`` without a finish reason, ``ProtocolError`` if no
    payload carried an ``id`` or a tool call never got an ``id`` or ``name``.
 6. ``push`` raises ``ProtocolError`` for text that is not a chunk object (JSON nested too
@@ -48,6 +50,7 @@ from .wire import (
     CHUNK_DECODER,
     ENTRY_KEYS_DECODER,
     RESPONSE_DECODER,
+    TIMINGS_DECODER,
     TOOL_CALL_DECODER,
     WireChoice,
     WireChunk,
@@ -105,7 +108,8 @@ class Assembler:
         "_in_reasoning",
         "_model",
         "_reasoning",
-        "_reasoning_tokens",
+        "_reasoning_count",
+        "_reasoning_timings",
         "_saved",
         "_seen",
         "_timings",
@@ -120,9 +124,10 @@ class Assembler:
         self._reasoning: list[str] = []
         self._calls: list[_Call] = []
         self._finish: FinishReason | None = None
-        self._timings: Timings | None = None
+        self._timings: msgspec.Raw | None = None  # the latest, as sent (see rule 3)
         self._usage = Usage()
-        self._reasoning_tokens = 0
+        self._reasoning_count = 0  # payloads with reasoning text
+        self._reasoning_timings: msgspec.Raw | None = None  # the timings as of the last one
         self._in_reasoning = False
         self.is_done = False
         """``[DONE]`` has arrived: the stream is over, whatever the connection does next. (An
@@ -141,7 +146,8 @@ class Assembler:
     @property
     def reasoning_tokens(self) -> int:
         """Tokens generated while the model was reasoning."""
-        return self._reasoning_tokens
+        timings = _timings(self._reasoning_timings)
+        return self._reasoning_count if timings is None else timings.predicted_n
 
     @property
     def in_reasoning(self) -> bool:
@@ -193,7 +199,7 @@ class Assembler:
                         self._id = chunk.id
                     if chunk.model is not None:
                         self._model = chunk.model
-                    if chunk.timings is not None:
+                    if chunk.timings:
                         self._timings = chunk.timings
                     self._content.append(text)
                     self._in_reasoning = False
@@ -209,16 +215,12 @@ class Assembler:
             self._id = chunk.id
         if chunk.model is not None:
             self._model = chunk.model
-        timings = chunk.timings
-        if timings is not None:
-            self._timings = timings
+        if chunk.timings:
+            self._timings = chunk.timings
         self._reasoning.append(text)
         self._in_reasoning = True
-        timings = self._timings
-        if timings is not None:
-            self._reasoning_tokens = timings.predicted_n
-        else:
-            self._reasoning_tokens += 1
+        self._reasoning_count += 1
+        self._reasoning_timings = self._timings
         return [Reasoning(text)]
 
     def _refused(self, data: str | bytes) -> ProtocolError:
@@ -256,7 +258,7 @@ class Assembler:
             self._id = chunk.id
         if chunk.model is not None:
             self._model = chunk.model
-        if chunk.timings is not None:
+        if chunk.timings:
             self._timings = chunk.timings
         if chunk.usage is not None:
             self._usage = _usage(chunk.usage)
@@ -280,7 +282,8 @@ class Assembler:
             len(self._content),
             len(self._reasoning),
             self._in_reasoning,
-            self._reasoning_tokens,
+            self._reasoning_count,
+            self._reasoning_timings,
             self._finish,
             len(self._calls),
         )
@@ -297,7 +300,8 @@ class Assembler:
                 content,
                 reasoning,
                 self._in_reasoning,
-                self._reasoning_tokens,
+                self._reasoning_count,
+                self._reasoning_timings,
                 self._finish,
                 calls,
             ) = before
@@ -346,7 +350,7 @@ class Assembler:
         self._seen = True
         self._id = response.id
         self._model = response.model
-        self._timings = response.timings
+        self._timings = response.timings or None
         if response.usage is not None:
             self._usage = _usage(response.usage)
         events: list[ChatEvent] = []
@@ -384,9 +388,9 @@ class Assembler:
             reasoning_content="".join(self._reasoning) if self._reasoning else None,
             tool_calls=calls,
             finish_reason=self._finish,
-            timings=self._timings,
+            timings=_timings(self._timings),
             usage=self._usage,
-            reasoning_tokens=self._reasoning_tokens,
+            reasoning_tokens=self.reasoning_tokens,
             thinking_capped=thinking_capped,
         )
 
@@ -430,10 +434,8 @@ class Assembler:
         if reasoning:
             self._reasoning.append(reasoning)
             self._in_reasoning = True
-            if self._timings is not None:
-                self._reasoning_tokens = self._timings.predicted_n
-            else:
-                self._reasoning_tokens += 1
+            self._reasoning_count += 1
+            self._reasoning_timings = self._timings
             events.append(Reasoning(reasoning))
         if content:
             self._content.append(content)
@@ -507,6 +509,17 @@ def _usage(wire: WireUsage) -> Usage:
         completion_tokens=wire.completion_tokens,
         cached_tokens=details.cached_tokens if details is not None else None,
     )
+
+
+def _timings(raw: msgspec.Raw | None) -> Timings | None:
+    """The server's timings from their JSON as sent (see rule 3): None when there are none,
+    or when they are not a timings object."""
+    if raw is None:
+        return None
+    try:
+        return TIMINGS_DECODER.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return None
 
 
 def _why(exc: Exception) -> str:

@@ -19,6 +19,7 @@ __all__ = [
     "ENTRY_KEYS_DECODER",
     "ERROR_BODY_DECODER",
     "RESPONSE_DECODER",
+    "TIMINGS_DECODER",
     "TOOL_CALL_DECODER",
     "WireChoice",
     "WireChunk",
@@ -30,6 +31,9 @@ __all__ = [
     "WireToolCall",
     "WireUsage",
 ]
+
+
+_NONE = msgspec.Raw()  # a field that did not come (empty: false)
 
 
 class WireFunction(msgspec.Struct, gc=False):
@@ -87,7 +91,7 @@ class WireChunk(msgspec.Struct, gc=False):
     id: str | None = None
     model: str | None = None
     choices: list[WireChoice] | None = None
-    timings: Timings | None = None
+    timings: msgspec.Raw = _NONE  # decoded only when asked for: they come with every chunk
     usage: WireUsage | None = None
     prompt_progress: Progress | None = None
     error: WireError | str | None = None
@@ -111,7 +115,7 @@ class WireResponse(msgspec.Struct, gc=False):
     id: str | None = None
     model: str | None = None
     choices: list[WireResponseChoice] | None = None
-    timings: Timings | None = None
+    timings: msgspec.Raw = _NONE
     usage: WireUsage | None = None
     error: WireError | str | None = None
 
@@ -119,6 +123,7 @@ class WireResponse(msgspec.Struct, gc=False):
 CHUNK_DECODER = msgspec.json.Decoder(WireChunk)
 ERROR_BODY_DECODER = msgspec.json.Decoder(WireErrorBody)
 RESPONSE_DECODER = msgspec.json.Decoder(WireResponse)
+TIMINGS_DECODER = msgspec.json.Decoder(Timings | None)
 TOOL_CALL_DECODER = msgspec.json.Decoder(WireToolCall)
 # A tool-call entry's keys, values left undecoded: finds server extension fields cheaply.
 ENTRY_KEYS_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])

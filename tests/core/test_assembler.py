@@ -285,6 +285,39 @@ def test_reasoning_tokens_without_timings_count_payloads() -> None:
     assert asm.reasoning_tokens == 3
 
 
+def test_reasoning_tokens_when_timings_start_late_or_stop() -> None:
+    asm = Assembler()
+    asm.push(dumps(chunk({"reasoning_content": "x"})))
+    asm.push(dumps(chunk({"reasoning_content": "x"})))
+    assert asm.reasoning_tokens == 2  # no timings yet: payloads counted
+    asm.push(dumps(chunk({"reasoning_content": "x"}, timings=timings(7))))
+    assert asm.reasoning_tokens == 7  # the server's count wins once it comes
+    asm.push(dumps(chunk({"reasoning_content": "x"})))  # a payload without: the latest stays
+    assert asm.reasoning_tokens == 7
+    asm.push(dumps(chunk({"content": "y"}, timings=timings(9))))
+    assert asm.reasoning_tokens == 7  # answer text: the count stops
+    partial = asm.partial()
+    assert partial is not None
+    assert partial.timings is not None
+    assert partial.timings.predicted_n == 9
+
+
+def test_malformed_timings_count_as_none() -> None:
+    # Timings are the server's telemetry, decoded only when asked for: a bad one is not a
+    # protocol error (it never stops the answer), it is simply not there.
+    asm = Assembler()
+    good = dumps(chunk({"reasoning_content": "x"}, timings=timings(5)))
+    assert asm.push(good) == [Reasoning("x")]
+    bad = dumps(chunk({"reasoning_content": "z"}, timings={"predicted_n": "3"}))
+    assert asm.push(bad) == [Reasoning("z")]
+    assert asm.reasoning_tokens == 2  # the latest timings are bad: payloads counted
+    asm.push(dumps(chunk({}, finish="stop")))
+    completion = asm.finish()
+    assert (completion.timings, completion.reasoning_content) == (None, "xz")
+    assert asm.push(dumps(chunk({}, timings=[1]))) == []  # not even an object
+    assert asm.finish().timings is None
+
+
 # -- rule 5: finish errors --
 def test_finish_without_finish_reason_is_closed_early_with_partial() -> None:
     asm, _ = feed(streams.payloads(streams.reasoning_answer()[:6], done=False))

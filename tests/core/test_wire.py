@@ -10,6 +10,7 @@ from llamaclient._protocol.wire import (
     CHUNK_DECODER,
     ENTRY_KEYS_DECODER,
     RESPONSE_DECODER,
+    TIMINGS_DECODER,
     TOOL_CALL_DECODER,
     WireError,
 )
@@ -35,7 +36,7 @@ def test_chunk_reads_exactly_the_fields_we_use() -> None:
     assert choice.delta is not None
     assert (choice.delta.content, choice.delta.reasoning_content) == ("a", "r")
     assert choice.delta.tool_calls == [msgspec.Raw(b'{"index":0,"id":"t"}')]
-    assert chunk.timings == Timings(predicted_n=3)
+    assert TIMINGS_DECODER.decode(chunk.timings) == Timings(predicted_n=3)
     assert chunk.usage is not None
     assert (chunk.usage.prompt_tokens, chunk.usage.completion_tokens) == (1, 2)
     assert chunk.usage.prompt_tokens_details is not None
@@ -64,12 +65,20 @@ def test_error_as_text_or_object(text: bytes, error: object) -> None:
     assert RESPONSE_DECODER.decode(text).error == error
 
 
-@pytest.mark.parametrize(
-    "text", [b"[]", b'{"choices":{}}', b'{"timings":{"predicted_n":"3"}}', b'{"error":5}']
-)
+@pytest.mark.parametrize("text", [b"[]", b'{"choices":{}}', b'{"error":5}'])
 def test_wrong_shapes_are_decode_errors(text: bytes) -> None:
     with pytest.raises(msgspec.ValidationError):
         CHUNK_DECODER.decode(text)
+
+
+def test_timings_are_kept_as_sent_and_decoded_when_asked() -> None:
+    # They come with every chunk: decoding them once at the end, not per chunk, is cheaper.
+    chunk = CHUNK_DECODER.decode(b'{"timings":{"predicted_n":"3"}}')
+    assert bytes(chunk.timings) == b'{"predicted_n":"3"}'
+    with pytest.raises(msgspec.ValidationError):
+        TIMINGS_DECODER.decode(chunk.timings)
+    assert not CHUNK_DECODER.decode(b"{}").timings  # none sent: empty
+    assert TIMINGS_DECODER.decode(CHUNK_DECODER.decode(b'{"timings":null}').timings) is None
 
 
 def test_response_message() -> None:
