@@ -16,6 +16,7 @@ import contextlib
 import gc
 import importlib.metadata
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -154,11 +155,21 @@ def _note_behind(results: Results, scenario: str, behind: dict[str, list[bool]])
             )
 
 
+async def _warm(contender: Contender, streams: int) -> None:
+    """Open ``streams`` connections (one one-event stream on each), unmeasured. Before every
+    paced run: the run then starts as an agent's next turn does, with its connections open.
+    Our client closes a connection idle for 4 s (llama-server drops them at 5 s), the floors
+    never do; without this, ours would reconnect at every run (the others run 4 s each in
+    between) and they would not."""
+    await asyncio.gather(*(contender.run(Spec(n=1)) for _ in range(streams)))
+
+
 async def _paced_once(
     contender: Contender, server: FakeServer, spec: Spec, streams: int
 ) -> PacedRun:
-    """``streams`` concurrent paced streams on one contender; delay = consumer time minus the
-    send time the server wrote into the text."""
+    """``streams`` concurrent paced streams on one contender (warmed first: see _warm);
+    delay = consumer time minus the send time the server wrote into the text."""
+    await _warm(contender, streams)
     delays: list[float] = []
     now = time.time
 
@@ -201,8 +212,6 @@ async def _paced_rounds(
     took = Metric(scenario, f"run wall time, s ({settings.paced_seconds:g} if on time)", False)
     server_cpu = Metric(scenario, "fake server CPU, % of 1 core", ratios=False, digits=0)
     async with _contenders(server.url, results, scenario, names) as contenders:
-        for contender in contenders:  # open all the connections once
-            await asyncio.gather(*(contender.run(Spec(n=1)) for _ in range(streams)))
         behind: dict[str, list[bool]] = {}
         for contender in _rounds(settings, contenders):
             run = await _paced_once(contender, server, spec, streams)
@@ -224,6 +233,31 @@ async def paced(settings: Settings, server: FakeServer, results: Results) -> Non
     ``VARIANTS`` of ours (``Config`` overrides, e.g. ``resume=off``)."""
     names = (*CONTENDERS, *VARIANTS)
     await _paced_rounds(settings, server, results, "paced", settings.paced_streams, names)
+    results.notes.append(
+        "paced: every run starts with the contender's connections open (a one-event stream "
+        "on each right before, not measured), as an agent's next turn does: ours closes "
+        "connections idle for 4 s (under llama-server's 5 s), the floors never do."
+    )
+    ratios = _paired(results, "paced", "ours (asyncio)", "floor asyncio")
+    if ratios:
+        shown = ", ".join(f"{r:.2f}" for r in ratios)
+        results.notes.append(
+            f"paced: ours / floor asyncio round by round (each round runs both): {shown}; "
+            f"median {statistics.median(ratios):.2f}. The target's ratio of the best runs "
+            "moves by about 0.1 between whole bench runs on this machine."
+        )
+
+
+def _paired(results: Results, scenario: str, a: str, b: str) -> list[float]:
+    """``a``'s CPU per event over ``b``'s, round by round (both ran once per round)."""
+    for metric in results.samples:
+        if metric.scenario == scenario and metric.name.startswith("CPU"):
+            return [
+                x / y
+                for x, y in zip(results.get(metric, a), results.get(metric, b), strict=False)
+                if y
+            ]
+    return []
 
 
 MANY = ("ours (asyncio)", "floor asyncio")  # the contenders that keep up with 1,024 streams
@@ -297,8 +331,6 @@ async def https(settings: Settings, server: FakeServer, results: Results) -> Non
                 ready = await stack.enter_async_context(
                     _contenders(where.url, results, "https", TLS_NAMES, trust)
                 )
-                for contender in ready:  # open the pooled connections once
-                    await asyncio.gather(*(contender.run(Spec(n=1)) for _ in range(streams)))
                 sides.append((scheme, where, ready))
             for _ in range(settings.repeats):
                 for scheme, where, ready in sides:
@@ -324,8 +356,11 @@ async def https(settings: Settings, server: FakeServer, results: Results) -> Non
             if a and b:
                 results.add(ratio, name, a / b)
     results.notes.append(
-        "https: ours sends `Connection: close` (llama-server closes after every stream), so it "
-        "pays a TLS handshake per stream; the floors keep their connections."
+        "https: every paced run starts with its connections open (see the paced note); the "
+        "bulk runs reuse what the last run left open. This fake server keeps connections "
+        "alive like a proxy in front of llama-server does; llama-server itself closes them "
+        "after every stream, and then every client pays a connection (and over https, a TLS "
+        "handshake) per stream."
     )
 
 

@@ -228,8 +228,10 @@ class _Connection(asyncio.BufferedProtocol):
             self.closers.add(self.key)
         self._leave_pool()
         parser = self.parser
-        if parser is not None and not self.broken and parser.state != DONE:
-            self._ended(parser, exc)
+        if parser is not None:
+            if not self.broken and parser.state != DONE:
+                self._ended(parser, exc)
+            parser.detach()
         self._wake()
 
     def _ended(self, parser: ResponseParser, exc: Exception | None) -> None:
@@ -652,6 +654,7 @@ class AsyncioTransport:
         if len(conns) >= _MAX_IDLE or conn.transport.is_closing():
             conn.close()
             return
+        parser.detach()
         conn.parser = None
         conn.resume()
         conn.pool = conns

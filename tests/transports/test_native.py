@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import gzip
 import itertools
 import os
@@ -1077,3 +1078,29 @@ async def test_the_end_of_the_connection_completes_an_encoded_until_close_body(
         [Status(200, {"Content-Encoding": "gzip"}, chunked=False), Chunk(data), Close()],
     )
     assert await fetch(transport, server.url + "/c") == (200, b"z" * 100_000)
+
+
+async def test_finished_exchanges_leave_no_cyclic_garbage(server: FaultServer) -> None:
+    """A parser's feed is a bound method and its reader calls back into it: once released
+    (pooled, closed, or its connection lost) that cycle is broken, so a thousand streams do
+    not feed the cyclic garbage collector (its full collections were the longest pauses)."""
+    server.route("POST", CHAT, stream(chat_chunks(["a", "b"])))
+    server.route("GET", "/c", [Json(200, {}, headers={"Connection": "close", "Keep-Alive": None})])
+    t = AsyncioTransport()
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(3):
+            assert (await fetch(t, server.url + CHAT, "POST", None, b"{}"))[0] == 200  # pooled
+            assert (await fetch(t, server.url + "/c"))[0] == 200  # closed by the server
+        cut = await t.send("POST", server.url + CHAT, {}, b"{}")
+        await cut.aclose()  # not read to its end: closed by us
+        await t.aclose()
+        await asyncio.sleep(0.05)
+        gc.collect()
+        left = [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert "ResponseParser" not in left
+    assert "ChunkedReader" not in left
