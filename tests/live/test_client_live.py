@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from urllib.parse import urlsplit
 
 import anyio
 import msgspec
@@ -21,6 +22,7 @@ from llamaclient import (
     ChatMessage,
     Client,
     Completion,
+    Config,
     Content,
     ContextOverflowError,
     FinishReason,
@@ -34,6 +36,7 @@ from llamaclient import (
     ToolMessage,
     UserMessage,
 )
+from llamaclient._transports.native import AsyncioTransport
 from tests.live.chat import (
     ALL_TOOLS,
     CALL_ID_RE,
@@ -428,3 +431,30 @@ async def test_agent_loop_reuses_the_whole_previous_prompt(live_client: Client) 
             messages.append(ToolMessage(call.id, f"result {turn}.{i} of {call.name}"))
         if not completion.tool_calls:
             messages.append(UserMessage(f"Thanks. Next step {turn}?"))
+
+
+async def test_llama_server_is_asked_to_close_after_it_closed_once(
+    base_url: str, anyio_backend: str
+) -> None:
+    """llama-server announces keep-alive, then closes the connection after every streamed
+    answer. Our transport sends the first chat without ``Connection: close``, sees the close,
+    and asks for it up front from then on; back-to-back chats never meet a dead connection."""
+    if anyio_backend != "asyncio":
+        pytest.skip("the asyncio transport needs an asyncio event loop")
+    transport = AsyncioTransport()
+    async with Client(Config(base_url), transport=transport) as client:
+        first = await client.chat(script_request("reasoning_answer")).collect()
+        assert first.finish_reason is FinishReason.STOP
+        with anyio.fail_after(5):
+            while not transport._closers:  # noqa: ASYNC110 - the server's FIN arrives on its own
+                await anyio.sleep(0.01)
+        for _ in range(3):  # each right after the last: no stale connection in between
+            completion = await client.chat(script_request("reasoning_answer")).collect()
+            assert completion.content == first.content
+    assert transport._closers == {("http", *_host_port(base_url))}
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    assert parts.hostname is not None
+    return parts.hostname, parts.port or 80
