@@ -529,8 +529,8 @@ async def _run(
         chunk, failure = pump.outcome
         if failure is not None:
             raise failure
-        if chunk:  # [DONE] came before the body's end
-            await _read_to_end(pump.read)
+        if chunk and not getattr(shared.response, "complete", False):
+            await _read_to_end(pump.read)  # [DONE] came before the body's end
         shared.completion = shared.asm.finish(_capped(budget))
     except (TransportError, InferError) as exc:
         _failed(exc, shared, _capped(budget), policies.config)

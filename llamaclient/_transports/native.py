@@ -395,6 +395,12 @@ class _AsyncioResponse(Response):
     def status(self) -> int:
         return self._parser.status
 
+    @property
+    def complete(self) -> bool:
+        """The whole body has arrived: ``aclose()`` pools the connection without another
+        read (the stream skips its wait for the body's end; see ``_stream._read_to_end``)."""
+        return self._parser.state == DONE and not self._parser.backlog
+
     def header(self, name: str) -> str | None:
         return self._parser.headers.get(name.lower())
 
