@@ -1212,6 +1212,15 @@ def test_text_with_more_in_the_payload_shows_all_of_it(
     assert done.usage == Usage(prompt_tokens=extra.get("usage", {}).get("prompt_tokens"))
 
 
+def test_two_choices_of_index_0_are_both_applied() -> None:
+    # rule 6 refuses a choice index other than 0; choices of index 0 fold in order
+    payload = {**chunk(), "choices": [{"index": 0, "delta": {"content": t}} for t in "ab"]}
+    asm = Assembler()
+    assert asm.push(dumps(payload)) == [Content("a"), Content("b")]
+    asm.push(dumps(chunk({}, "stop")))
+    assert asm.finish().content == "ab"
+
+
 def test_an_error_payload_with_text_shows_none_of_it() -> None:
     asm = Assembler()
     asm.push(dumps(chunk({"content": "a"})))
