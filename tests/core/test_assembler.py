@@ -739,6 +739,9 @@ def test_state_accessors_follow_the_stream() -> None:
     assert asm.in_reasoning is False
     asm.push(dumps(chunk({}, "stop")))
     assert asm.is_finished
+    assert asm.is_done is False
+    asm.push("[DONE]")
+    assert asm.is_done is True
     for delta in ({"content": "c"}, {"tool_calls": [_tool(0, "i", "f")]}):
         other = Assembler()
         other.push(dumps(chunk(delta)))
@@ -1083,3 +1086,174 @@ def test_from_response_errors() -> None:
         Assembler.from_response('{"id":"r","choices":[{"index":2,"finish_reason":"stop"}]}')
     assert str(index.value).startswith("only n=1 is supported: ")
     assert index.value.raw == '{"id":"r","choices":[{"index":2,"finish_reason":"stop"}]}'
+    eos = '{"id":"r","choices":[{"index":0,"finish_reason":"eos"}]}'
+    with pytest.raises(ProtocolError) as reason:
+        Assembler.from_response(eos)
+    assert str(reason.value) == f"unknown finish_reason 'eos': {eos!r}"
+    assert reason.value.raw == eos
+
+
+@pytest.mark.parametrize(
+    ("calls", "why"),
+    [
+        ([{"index": "0"}], "bad tool call entry (Expected `int | null`, got `str`"),
+        ([{"id": "a", "function": {"arguments": "{}"}}], "tool call 0 never got an name"),
+    ],
+)
+def test_from_response_tool_call_errors_carry_the_body(calls: list[Any], why: str) -> None:
+    body = _response({"tool_calls": calls}, "tool_calls")
+    with pytest.raises(ProtocolError) as info:
+        Assembler.from_response(body)
+    assert str(info.value).startswith(why)
+    assert info.value.raw == body
+    assert info.value.partial is None
+
+
+def test_json_nested_too_deeply_is_protocol_error() -> None:
+    # msgspec raises RecursionError for it; the error says what it is
+    deep = "[" * 2000 + "]" * 2000
+    payload = '{"id":"x","choices":[{"index":0,"delta":{"tool_calls":[' + deep + "]}}]}"
+    with pytest.raises(ProtocolError) as info:
+        Assembler().push(payload)
+    assert str(info.value).startswith("not a chat completion chunk (JSON nested too deeply): ")
+    assert info.value.raw == payload
+    body = '{"id":"r","choices":[{"index":0,"message":{"tool_calls":[' + deep + "]}}]}"
+    with pytest.raises(ProtocolError) as whole:
+        Assembler.from_response(body)
+    assert str(whole.value).startswith("not a chat completion (JSON nested too deeply): ")
+
+
+# -- the common payload (one plain text delta) takes a shortcut; it must not show ----------------
+def _plain_text_stream(key: str) -> list[dict[str, Any]]:
+    """One plain text delta per payload, ids, models and timings coming and going."""
+
+    def text(piece: str, **extra: Any) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": {key: piece}}], **extra}
+
+    return [
+        {"choices": [{"index": 0}]},  # a choice without a delta: nothing to show
+        text("x", id="first", model="a"),
+        text("y", id="second", model="b"),
+        text("z", timings=timings(4)),
+        text("!"),
+        {"choices": [{"index": 0, "finish_reason": "stop"}]},
+    ]
+
+
+def _feed_watching(payloads: list[dict[str, Any]]) -> tuple[Assembler, list[Any]]:
+    """Feed payloads; after each, what it returned and what the state accessors say."""
+    asm = Assembler()
+    seen: list[Any] = []
+    for payload in payloads:
+        seen.append((asm.push(dumps(payload)), asm.reasoning_tokens, asm.in_reasoning))
+    return asm, seen
+
+
+@pytest.mark.parametrize(
+    ("key", "event", "tokens"),
+    [
+        ("content", Content, [0, 0, 0, 0, 0, 0]),
+        ("reasoning_content", Reasoning, [0, 1, 2, 4, 4, 4]),
+    ],
+)
+def test_plain_text_payloads_fold_like_any_payload(
+    key: str, event: type[Content | Reasoning], tokens: list[int]
+) -> None:
+    payloads = _plain_text_stream(key)
+    asm, seen = _feed_watching(payloads)
+    thinking = key == "reasoning_content"
+    texts = [[], ["x"], ["y"], ["z"], ["!"], []]
+    assert seen == [
+        ([event(t) for t in text], n, thinking and i > 0)
+        for i, (text, n) in enumerate(zip(texts, tokens, strict=True))
+    ]
+    done = asm.finish()
+    assert (done.id, done.model, getattr(done, key)) == ("first", "b", "xyz!")
+    assert done.timings is not None
+    assert done.timings.predicted_n == 4
+    assert done.reasoning_tokens == tokens[-1]
+    # the same payloads made uncommon (an empty usage object changes nothing else) take the
+    # general path: the same events, states and Completion
+    general, seen_general = _feed_watching([{**p, "usage": {}} for p in payloads])
+    assert seen_general == seen
+    assert general.finish() == done
+
+
+@pytest.mark.parametrize(
+    ("delta", "extra", "events"),
+    [
+        (
+            {"reasoning_content": "r", "content": "c"},
+            {},
+            [Reasoning("r"), Content("c")],
+        ),
+        (
+            {"content": "c", "tool_calls": [_tool(0, "i", "f", "{}")]},
+            {},
+            [Content("c"), ToolCallDelta(0, "i", "f", "{}")],
+        ),
+        (
+            {"content": "c"},
+            {"prompt_progress": {"total": 3, "cache": 0, "processed": 3, "time_ms": 1}},
+            [Progress(3, 0, 3, 1.0), Content("c")],
+        ),
+        ({"content": "c"}, {"usage": {"prompt_tokens": 5}}, [Content("c")]),
+    ],
+)
+def test_text_with_more_in_the_payload_shows_all_of_it(
+    delta: dict[str, Any], extra: dict[str, Any], events: list[ChatEvent]
+) -> None:
+    asm = Assembler()
+    assert asm.push(dumps(chunk(delta, **extra))) == events
+    assert (asm.in_reasoning, asm.reasoning_tokens) == (False, int("reasoning_content" in delta))
+    asm.push(dumps(chunk({}, "stop")))
+    done = asm.finish()
+    assert done.content == "c"
+    assert done.usage == Usage(prompt_tokens=extra.get("usage", {}).get("prompt_tokens"))
+
+
+def test_two_choices_of_index_0_are_both_applied() -> None:
+    # rule 6 refuses a choice index other than 0; choices of index 0 fold in order
+    payload = {**chunk(), "choices": [{"index": 0, "delta": {"content": t}} for t in "ab"]}
+    asm = Assembler()
+    assert asm.push(dumps(payload)) == [Content("a"), Content("b")]
+    asm.push(dumps(chunk({}, "stop")))
+    assert asm.finish().content == "ab"
+
+
+def test_an_error_payload_with_text_shows_none_of_it() -> None:
+    asm = Assembler()
+    asm.push(dumps(chunk({"content": "a"})))
+    with pytest.raises(ServerError, match="boom") as info:
+        asm.push(dumps({"error": "boom", **chunk({"content": "b"})}))
+    assert info.value.partial is not None
+    assert info.value.partial.content == "a"
+
+
+def test_reasoning_with_a_finish_reason_stays_reasoning() -> None:
+    # the thinking budget ran out: the last text was reasoning, and it counts
+    asm = Assembler()
+    assert asm.push(dumps(chunk({"reasoning_content": "hm"}, "length"))) == [Reasoning("hm")]
+    assert (asm.in_reasoning, asm.reasoning_tokens) == (True, 1)
+    done = asm.finish()
+    assert (done.reasoning_content, done.finish_reason) == ("hm", FinishReason.LENGTH)
+
+
+# -- rule 7: a payload that fails half-way leaves every call as it was -----------------------------
+@pytest.mark.parametrize(
+    "entries",
+    [
+        # touches call 0 (a new name, more arguments, an extension field), closes it, fails
+        [{**_tool(0, None, "g", "}"), "x": 1}, _tool(1, "b", "h", "{}"), _tool(5, "z", "k")],
+        # closes call 0 without touching it otherwise, fails
+        [_tool(1, "b", "h", "{}"), _tool(5, "z", "k")],
+    ],
+)
+def test_a_failed_payload_undoes_what_it_did_to_earlier_calls(entries: list[Any]) -> None:
+    asm = Assembler()
+    asm.push(_tools(_tool(0, "a", "f", "{")))
+    with pytest.raises(ProtocolError, match="index 5 skips ahead of 2 calls") as info:
+        asm.push(_tools(*entries))
+    assert asm.tool_calls_so_far() == [("f", "{", False)]
+    assert info.value.partial is not None
+    assert info.value.partial.tool_calls == (ToolCall("a", "f", "{"),)
