@@ -157,20 +157,19 @@ class _Pump:
         return events
 
     async def take_budgeted(self, chunk: bytes, budget: ThinkingBudget) -> list[ChatEvent]:
-        """:meth:`take` with the thinking budget checked after every payload."""
-        shared = self.shared
-        shared.offset += len(chunk)
-        asm = shared.asm
+        """:meth:`take`, one payload at a time, with the thinking budget checked after each
+        (it may end the reasoning, or fail the stream, between two payloads of one read)."""
+        self.shared.offset += len(chunk)
+        payloads = self.decoder.feed(chunk) if chunk else self.decoder.flush()
+        asm = self.shared.asm
         events: list[ChatEvent] = []
-        failure: InferError | None = None
-        try:
-            for payload in self.decoder.feed(chunk) if chunk else self.decoder.flush():
+        for payload in payloads:
+            try:
                 events += asm.push(payload)
                 await budget.check(asm, events)
-        except InferError as exc:
-            if not asm.is_done:
-                failure = exc
-        return self._settle(chunk, events, failure)
+            except InferError as exc:
+                return self._settle(chunk, events, None if asm.is_done else exc)
+        return self._settle(chunk, events, None)
 
     def _settle(
         self, chunk: bytes, events: list[ChatEvent], failure: InferError | None

@@ -193,7 +193,7 @@ class Assembler:
             ):
                 text = delta.content
                 thought = delta.reasoning_content
-                if thought is None and text:
+                if (text and thought is None) or (thought and text is None):
                     self._seen = True
                     if self._id is None:
                         self._id = chunk.id
@@ -201,22 +201,16 @@ class Assembler:
                         self._model = chunk.model
                     if chunk.timings:
                         self._timings = chunk.timings
-                    self._content.append(text)
-                    self._in_reasoning = False
-                    return [Content(text)]
-                if text is None and thought:
-                    return self._thought(chunk, thought)
+                    if text:
+                        self._content.append(text)
+                        self._in_reasoning = False
+                        return [Content(text)]
+                    return self._thought(thought)
         return self._push(chunk, choices or (), data)
 
-    def _thought(self, chunk: WireChunk, text: str) -> list[ChatEvent]:
-        """The common reasoning payload (see :meth:`push`): one piece of reasoning text."""
-        self._seen = True
-        if self._id is None:
-            self._id = chunk.id
-        if chunk.model is not None:
-            self._model = chunk.model
-        if chunk.timings:
-            self._timings = chunk.timings
+    def _thought(self, text: str | None) -> list[ChatEvent]:
+        """The rest of the common reasoning payload (see :meth:`push`)."""
+        assert text  # (push checked it)
         self._reasoning.append(text)
         self._in_reasoning = True
         self._reasoning_count += 1
