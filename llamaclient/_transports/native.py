@@ -417,6 +417,10 @@ class _AsyncioResponse(Response):
                 if more == _END:
                     return b""
                 if more == _AGAIN:
+                    # Decoded from what is already here, without the loop running: a turn
+                    # for the other tasks, so that every read either waits or hands out what
+                    # came while the reader waited (``fair_reads``; compressed bodies only).
+                    await asyncio.sleep(0)
                     continue
             waiter = conn.waiter = _Future(loop=conn.loop)
             timeout = conn.read_timeout
