@@ -32,9 +32,9 @@ from types import TracebackType
 
 from bench.chunks import DONE, LAST, Spec, final_chunk, stamped_chunk, stream_chunks
 
-__all__ = ["FakeServer", "raise_fd_limit"]
+__all__ = ["STREAM_HEAD", "FakeServer", "raise_fd_limit"]
 
-_STREAM_HEAD = (
+STREAM_HEAD = (
     b"HTTP/1.1 200 OK\r\nServer: llama.cpp\r\nX-Accel-Buffering: no\r\n"
     b"Content-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
     b"Keep-Alive: timeout=5, max=100\r\n\r\n"
@@ -138,7 +138,7 @@ def _pacer() -> _Pacer:
 
 
 async def _stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, spec: Spec) -> None:
-    writer.write(_STREAM_HEAD)
+    writer.write(STREAM_HEAD)
     if spec.mode == "bulk":
         body = _bodies.get(spec)
         if body is None:

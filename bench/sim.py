@@ -22,13 +22,9 @@ from typing import Any
 
 from bench.chunks import DONE, LAST, Spec, final_chunk, stamped_chunk
 from bench.contenders import make
+from bench.fake_server import STREAM_HEAD
 
 __all__ = ["run"]
-
-_HEAD = (
-    b"HTTP/1.1 200 OK\r\nServer: llama.cpp\r\nContent-Type: text/event-stream\r\n"
-    b"Transfer-Encoding: chunked\r\nKeep-Alive: timeout=5, max=100\r\n\r\n"
-)
 
 
 class _Driver:
@@ -50,7 +46,7 @@ class _Driver:
             self.events.append(stamped_chunk(i, 1.0, i == 1))
         if n not in self.tails:
             self.tails[n] = final_chunk(Spec(n=n)) + DONE + LAST
-        transport.deliver(_HEAD)
+        transport.deliver(STREAM_HEAD)
         self.streams.append([transport, 0, n])
         if not self.running:
             self.running = True

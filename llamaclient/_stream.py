@@ -148,13 +148,7 @@ class _Pump:
         except InferError as exc:
             if not asm.is_done:  # after [DONE] nothing counts: a later read is never taken
                 failure = exc
-        if shared.live is not None:  # self._settle(chunk, events, failure), written out
-            events = shared.live.process(events)
-        if shared.output is not None:
-            events = shared.output.process(events)
-        if failure is not None or not chunk or asm.is_done:
-            self.outcome = (chunk, failure)
-        return events
+        return self._settle(chunk, events, failure)
 
     async def take_budgeted(self, chunk: bytes, budget: ThinkingBudget) -> list[ChatEvent]:
         """:meth:`take`, one payload at a time, with the thinking budget checked after each
@@ -174,8 +168,8 @@ class _Pump:
     def _settle(
         self, chunk: bytes, events: list[ChatEvent], failure: InferError | None
     ) -> list[ChatEvent]:
-        """The end of :meth:`take_budgeted` (and of :meth:`take`, written out there: it is
-        the per-read path): live arguments and typed output see the events; ``outcome``."""
+        """The end of :meth:`take` and :meth:`take_budgeted`: live arguments and typed
+        output see the events; ``outcome``."""
         shared = self.shared
         if shared.live is not None:
             events = shared.live.process(events)

@@ -193,29 +193,30 @@ class Assembler:
             ):
                 text = delta.content
                 thought = delta.reasoning_content
-                if (text and thought is None) or (thought and text is None):
-                    self._seen = True
-                    if self._id is None:
-                        self._id = chunk.id
-                    if chunk.model is not None:
-                        self._model = chunk.model
-                    if chunk.timings:
-                        self._timings = chunk.timings
-                    if text:
-                        self._content.append(text)
-                        self._in_reasoning = False
-                        return [Content(text)]
-                    return self._thought(thought)
+                if text and thought is None:
+                    self._note(chunk)
+                    self._content.append(text)
+                    self._in_reasoning = False
+                    return [Content(text)]
+                if thought and text is None:
+                    self._note(chunk)
+                    self._reasoning.append(thought)
+                    self._in_reasoning = True
+                    self._reasoning_count += 1
+                    self._reasoning_timings = self._timings
+                    return [Reasoning(thought)]
         return self._push(chunk, choices or (), data)
 
-    def _thought(self, text: str | None) -> list[ChatEvent]:
-        """The rest of the common reasoning payload (see :meth:`push`)."""
-        assert text  # (push checked it)
-        self._reasoning.append(text)
-        self._in_reasoning = True
-        self._reasoning_count += 1
-        self._reasoning_timings = self._timings
-        return [Reasoning(text)]
+    def _note(self, chunk: WireChunk) -> None:
+        """What every payload that is applied tells about the stream: the first id, the
+        latest model and timings."""
+        self._seen = True
+        if self._id is None:
+            self._id = chunk.id
+        if chunk.model is not None:
+            self._model = chunk.model
+        if chunk.timings:
+            self._timings = chunk.timings
 
     def _refused(self, data: str | bytes) -> ProtocolError:
         why = "push after an error" if self._failed else "data after [DONE]"
@@ -247,13 +248,7 @@ class Assembler:
     def _apply_chunk(
         self, chunk: WireChunk, choices: Sequence[WireChoice], data: str | bytes
     ) -> list[ChatEvent]:
-        self._seen = True
-        if chunk.id is not None and self._id is None:
-            self._id = chunk.id
-        if chunk.model is not None:
-            self._model = chunk.model
-        if chunk.timings:
-            self._timings = chunk.timings
+        self._note(chunk)
         if chunk.usage is not None:
             self._usage = _usage(chunk.usage)
         events: list[ChatEvent] = []

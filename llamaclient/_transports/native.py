@@ -547,7 +547,8 @@ class AsyncioTransport:
     ) -> Response:
         """Send one request; return once the status line and headers are in."""
         key, path, netloc = self._target(url)
-        post = method.upper() == "POST"
+        verb = method.upper()
+        post = verb == "POST"
         close = post and key in self._closers  # it would close the connection anyway
         request, keep_alive = _request_bytes(method, path, netloc, headers, body, close=close)
         conn = self._take_idle(key)
@@ -556,7 +557,7 @@ class AsyncioTransport:
         self._active.add(conn)
         parser = conn.begin(
             request,
-            head_only=method.upper() == "HEAD",
+            head_only=verb == "HEAD",
             keep_alive=keep_alive,
             read_timeout=read_timeout,
             post=post,
