@@ -539,7 +539,7 @@ async def output(settings: Settings, server: FakeServer, results: Results) -> No
 
 async def sim(settings: Settings, server: FakeServer, results: Results) -> None:
     """The paced run in-process (``bench/sim.py``): CPU per event and per stream of ours and
-    the plain asyncio floor with no kernel in the way, deterministic to about 2 %."""
+    the plain asyncio floor with no kernel in the way, repeatable to about 2-4 %."""
     streams, n = settings.paced_streams, int(settings.rate * settings.paced_seconds)
     measured = await asyncio.to_thread(sim_bench.run, MANY, streams, n, max(settings.repeats, 1))
     label = f"CPU µs/event, in-process, {streams:,} streams x {n} events"
@@ -550,7 +550,7 @@ async def sim(settings: Settings, server: FakeServer, results: Results) -> None:
         results.add(per_stream, name, stream_us)
     results.notes.append(
         "sim: no sockets, no epoll (a fake transport under asyncio, one read per event), so "
-        "it repeats to about 2 % where the paced run moves by 10-15 % on this VM; it leaves "
+        "it repeats to about 2-4 % where the paced run moves by 10-15 % on this VM; it leaves "
         "out the syscalls both clients pay, so its ratios are higher than the paced run's."
     )
 

@@ -6,7 +6,7 @@ client. Here the sockets are replaced by a fake transport under asyncio. ``creat
 is patched on a private event loop, and a driver hands each open stream its next event once
 per round, through the protocol's own callbacks: ``get_buffer``/``buffer_updated`` for ours,
 ``data_received`` for asyncio's streams. So every event is one read, as with llama-server,
-and nothing but the clients' own Python runs. It repeats to about 2 %. It leaves out the
+and nothing but the clients' own Python runs. It repeats to about 2-4 %. It leaves out the
 syscalls and the epoll wake-ups that both clients pay, so its ratios are higher than the
 paced scenario's.
 """
