@@ -10,6 +10,7 @@ from ._transports.base import Response, Transport, TransportError
 from ._types.completion import Completion, FinishReason, Timings, Usage
 from ._types.config import Config
 from ._types.errors import (
+    AuthenticationError,
     BusyError,
     ConnectError,
     ContextOverflowError,
@@ -53,6 +54,7 @@ from ._types.messages import (
     ChatMessage,
     ContentPart,
     ImagePart,
+    ReasoningField,
     SystemMessage,
     TextPart,
     ToolCall,
@@ -84,6 +86,7 @@ __all__ = [
     "ConnectError",
     "Content",
     "ContentPart",
+    "AuthenticationError",
     "ContextOverflowError",
     "FieldHandle",
     "FieldText",
@@ -91,6 +94,7 @@ __all__ = [
     "GenerationSettings",
     "HTTPStatusError",
     "ImagePart",
+    "ReasoningField",
     "InferError",
     "LoadTimeoutError",
     "Modalities",

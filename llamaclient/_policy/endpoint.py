@@ -52,9 +52,6 @@ class Endpoint:
             "Accept": "text/event-stream",
             "Accept-Encoding": "identity",
         }
-        if config.api_key is not None and not _printable_ascii(config.api_key):
-            # Checked here so no HTTP stack ever puts the key into an error message.
-            raise ValueError("api_key must be printable ASCII (the value is not shown)")
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self.headers: Mapping[str, str] = headers
@@ -183,6 +180,3 @@ def _head(pieces: list[bytes], size: int) -> bytes:
             break
     return b"".join(kept)
 
-
-def _printable_ascii(text: str) -> bool:
-    return text.isascii() and text.isprintable()

@@ -18,17 +18,22 @@ import anyio
 import msgspec
 
 from .._protocol.models import decode_models, router_error
-from .._protocol.status import status_error
+from .._protocol.retry import RETRYABLE_STATUS, backoff_seconds
+from .._protocol.status import is_loading, status_error
 from .._types.errors import (
+    ConnectError,
     HTTPStatusError,
+    InferError,
     LoadTimeoutError,
     ModelLoadError,
     ModelNotLoadedError,
     ProtocolError,
 )
-from .._types.events import ModelLoading
+from .._types.events import ChatEvent, ModelLoading, Retrying, Waiting
 from .._types.models import ModelInfo
+from .attempts import LoadingWait
 from .endpoint import Endpoint
+from .secret import redact
 
 __all__ = ["POLL", "ModelGate"]
 
@@ -101,17 +106,22 @@ class ModelGate:
             return False
         raise error
 
-    async def ready(self, name: str, autoload: bool) -> AsyncGenerator[ModelLoading, None]:
+    async def ready(self, name: str, autoload: bool) -> AsyncGenerator[ChatEvent, None]:
         """Before a chat for ``name``: nothing on a plain server or a ready model; else load
         it (unless ``autoload`` is False: the router then answers for itself) and yield
         ``ModelLoading`` as its status changes, until it is ready."""
         if not name or self.router is False:
             return
-        try:
-            info = await self.find(name)
-        except (HTTPStatusError, ProtocolError):
-            self.router = False  # no /models here: a plain server, or an old one
-            return
+        looking = self._look(name)
+        async with aclosing(looking):
+            async for item in looking:
+                if not isinstance(item, ModelInfo | None):
+                    yield item
+                    continue
+                info = item
+                break
+            else:
+                return  # no /models here: a plain server, or an old one
         if not self.router or info is None or info.ready or not autoload:
             return  # an unknown model: the chat's own answer names it
         yield ModelLoading(name, info.status)
@@ -124,6 +134,40 @@ class ModelGate:
         async with aclosing(self._watch(name, last=last)) as watch:
             async for event in watch:
                 yield event
+
+    async def _look(self, name: str) -> AsyncGenerator[ChatEvent | ModelInfo | None, None]:
+        """:meth:`find` with the chat's own policies: a refused connection or a retryable
+        status is retried with backoff (``Retrying``), a loading server is waited for
+        (``Waiting``); then the model's info (None: not known). Ends without it when the
+        server has no ``/models`` (a plain server, or an old one)."""
+        config = self._endpoint.config
+        loading = LoadingWait(self._endpoint)
+        attempt = 0
+        while True:
+            try:
+                yield await self.find(name)
+                return
+            except ConnectError as exc:
+                failure: InferError = exc
+            except HTTPStatusError as exc:
+                if is_loading(exc.status, exc.body.encode()):
+                    if loading.since is None:
+                        yield Waiting(slot_busy=False)
+                    await loading.wait()
+                    continue
+                if exc.status not in RETRYABLE_STATUS or attempt >= config.max_retries:
+                    self.router = False
+                    return
+                failure = exc
+            except ProtocolError:
+                self.router = False
+                return
+            if attempt >= config.max_retries:
+                raise failure
+            attempt += 1
+            delay = backoff_seconds(attempt, config.retry_backoff, config.retry_max_backoff)
+            yield Retrying(attempt, int(delay * 1000), redact(f"{failure}", config.api_key))
+            await anyio.sleep(delay)
 
     async def _watch(
         self, name: str, last: str | None = None

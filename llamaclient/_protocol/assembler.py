@@ -11,7 +11,10 @@ Rules (the tests check each one):
    ``ToolCallDone`` for it comes before the new call's ``ToolCallDelta``; the remaining calls get
    their ``ToolCallDone`` after the payload that carries the finish reason.
 2. ``content``/``reasoning_content`` are the concatenation of the event texts (None if there was
-   none); a tool call's ``arguments`` is the concatenation of its pieces, kept as raw text.
+   none). Thinking sent as ``reasoning`` (vLLM, Groq, OpenRouter) is ``Reasoning`` too, and
+   ``reasoning_field`` remembers the name, so ``message()`` sends it back under it (a delta
+   with both names counts ``reasoning_content`` only). A tool call's ``arguments`` is the
+   concatenation of its pieces, kept as raw text.
    ``id`` and ``name`` come from the first piece that has them; a repeated ``id`` is kept once,
    and a repeated name replaces the old one (llama-server resends the full name when it grows).
    A piece without ``index`` continues the last call unless it carries a new ``id``. Fields a
@@ -27,7 +30,9 @@ Rules (the tests check each one):
 6. ``push`` raises ``ProtocolError`` for text that is not a chunk object (JSON nested too
    deeply included), a finish reason other than stop/tool_calls/length, a choice index other
    than 0, a tool-call index that skips ahead, and data after ``[DONE]``; ``ServerError`` for
-   an in-band ``{"error": ...}`` payload. Errors carry the partial Completion.
+   an in-band ``{"error": ...}`` payload and for any ``event: error`` event (``ErrorData``;
+   its message is the envelope's, else its own ``message``, else its text). Errors carry the
+   partial Completion.
 7. A payload is applied whole or not at all: one that fails leaves the state as it was, so an
    error's ``partial`` is exactly what the events returned so far add up to. Index and finish
    reason are checked before anything is applied; a payload that can still fail half-way
@@ -44,7 +49,8 @@ import msgspec
 from .._types.completion import Completion, FinishReason, Timings, Usage
 from .._types.errors import ProtocolError, ServerError, StreamClosedEarlyError
 from .._types.events import ChatEvent, Content, Reasoning, ToolCallDelta, ToolCallDone
-from .._types.messages import ToolCall
+from .._types.messages import ReasoningField, ToolCall
+from .sse import ErrorData
 from .wire import (
     ANY_DECODER,
     CHUNK_DECODER,
@@ -109,6 +115,7 @@ class Assembler:
         "_model",
         "_reasoning",
         "_reasoning_count",
+        "_reasoning_field",
         "_reasoning_timings",
         "_saved",
         "_seen",
@@ -128,6 +135,7 @@ class Assembler:
         self._usage = Usage()
         self._reasoning_count = 0  # payloads with reasoning text
         self._reasoning_timings: msgspec.Raw | None = None  # the timings as of the last one
+        self._reasoning_field: ReasoningField = "reasoning_content"  # the name it came under
         self._in_reasoning = False
         self.is_done = False
         """``[DONE]`` has arrived: the stream is over, whatever the connection does next. (An
@@ -188,8 +196,10 @@ class Assembler:
                 and choice.finish_reason is None
                 and delta is not None
                 and not delta.tool_calls
+                and delta.reasoning is None
                 and chunk.error is None
                 and chunk.usage is None
+                and data.__class__ is not ErrorData
             ):
                 text = delta.content
                 thought = delta.reasoning_content
@@ -225,6 +235,8 @@ class Assembler:
     def _not_a_chunk(self, data: str | bytes, exc: Exception) -> list[ChatEvent]:
         """A payload that is not a chunk object: ``[DONE]`` ends the stream, anything else
         is a ``ProtocolError``."""
+        if isinstance(data, ErrorData):
+            raise self._fail(_error_event(data))
         if data.strip() in _DONE:
             self.is_done = True
             return []
@@ -237,6 +249,8 @@ class Assembler:
         """Any payload: checked first, applied whole or not at all."""
         if chunk.error is not None:
             raise self._fail(_server_error(chunk.error, data))
+        if isinstance(data, ErrorData):  # ``event: error`` without the error envelope
+            raise self._fail(_error_event(data))
         try:
             risky = self._check(choices, data)
         except ProtocolError as exc:
@@ -273,6 +287,7 @@ class Assembler:
             self._in_reasoning,
             self._reasoning_count,
             self._reasoning_timings,
+            self._reasoning_field,
             self._finish,
             len(self._calls),
         )
@@ -291,6 +306,7 @@ class Assembler:
                 self._in_reasoning,
                 self._reasoning_count,
                 self._reasoning_timings,
+                self._reasoning_field,
                 self._finish,
                 calls,
             ) = before
@@ -381,6 +397,7 @@ class Assembler:
             usage=self._usage,
             reasoning_tokens=self.reasoning_tokens,
             thinking_capped=thinking_capped,
+            reasoning_field=self._reasoning_field,
         )
 
     def _fail(self, error: ProtocolError | ServerError) -> ProtocolError | ServerError:
@@ -398,8 +415,12 @@ class Assembler:
     ) -> None:
         """One (checked) choice: a stream's ``delta`` or a whole response's ``message``."""
         if part is not None:
+            thought = part.reasoning_content
+            if thought is None and part.reasoning is not None:
+                thought = part.reasoning
+                self._reasoning_field = "reasoning"
             self._apply(
-                part.reasoning_content,
+                thought,
                 part.content,
                 part.tool_calls,
                 events,
@@ -516,6 +537,23 @@ def _why(exc: Exception) -> str:
     if isinstance(exc, RecursionError):
         return "JSON nested too deeply"
     return f"{exc}"
+
+
+def _error_event(data: ErrorData) -> ServerError:
+    """An ``event: error`` whose data is not ``{"error": ...}``: its text is the message."""
+    try:
+        body = ANY_DECODER.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        code = body.get("code")
+        kind = body.get("type")
+        return ServerError(
+            body["message"],
+            code if isinstance(code, int | str) else None,
+            kind if isinstance(kind, str) else None,
+        )
+    return ServerError(data.decode("utf-8", "replace"))
 
 
 def _server_error(error: WireError | str, data: str | bytes) -> ServerError:

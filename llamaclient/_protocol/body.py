@@ -7,7 +7,8 @@ Rules (each is what the chat template and the prompt cache need):
   + ``name`` when set); a multi-part user ``content`` is a list of ``{"type": "text"}``,
   ``{"type": "image_url", "image_url": {"url"}}`` and ``{"type": "input_audio",
   "input_audio": {"data", "format"}}`` parts (llama-server's ``oaicompat_content_load_media``);
-- an assistant ``content`` of None is sent as ``""``; ``reasoning_content`` None is left out;
+- an assistant ``content`` of None is sent as ``""``; ``reasoning_content`` None is left out,
+  and the thinking goes under ``reasoning`` instead when that is the name it arrived under;
   ``tool_calls`` empty is left out; each call is
   ``{"id", "type": "function", "function": {"name", "arguments"}}`` plus its ``extra`` fields,
   with ``arguments`` the exact string that arrived (never parsed);
@@ -61,6 +62,7 @@ class _Message(msgspec.Struct, omit_defaults=True, gc=False):
     content: str | list[Any]
     tool_call_id: str | None = None
     reasoning_content: str | None = None
+    reasoning: str | None = None  # the thinking, for a server that sent it under this name
     tool_calls: list[Any] | None = None
     name: str | None = None  # last: a message without it keeps its exact bytes
 
@@ -133,7 +135,6 @@ class _Body(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
 
 
 _ENCODER = msgspec.json.Encoder()
-_TOOL_CHOICES = ("auto", "none", "required")
 
 
 def build_body(config: Config, request: ChatRequest, *, stream: bool = True) -> bytes:
@@ -184,10 +185,13 @@ def _message(message: object, position: int) -> _Message:
         return _Message("user", _parts(content, position), name=message.name)
     if isinstance(message, AssistantMessage):
         content = message.content if message.content is not None else ""
+        thought = message.reasoning_content
+        named = message.reasoning_field == "reasoning"
         return _Message(
             "assistant",
             _text(content, position),
-            reasoning_content=message.reasoning_content,
+            reasoning_content=None if named else thought,
+            reasoning=thought if named else None,
             tool_calls=[_tool_call(c, position) for c in message.tool_calls] or None,
             name=message.name,
         )
@@ -281,31 +285,9 @@ def _token_key(key: int | str) -> int | str:
 
 
 def _check_request(request: ChatRequest) -> None:
+    """What only the body shows (the settings were checked when the request was made)."""
     if not request.messages:
         raise ValueError("the request has no messages")
-    if isinstance(request.messages, (str, bytes)):
-        raise ValueError("messages must be a sequence of messages, not a string")
-    names: set[str] = set()
-    for tool in request.tools:
-        name = getattr(tool, "name", None)
-        if not isinstance(name, str) or not name:
-            raise ValueError("every tool needs a non-empty name")
-        if name in names:
-            raise ValueError(f"two tools are named {name!r}")
-        names.add(name)
-    if request.tool_choice is not None and request.tool_choice not in _TOOL_CHOICES:
-        raise ValueError(
-            f"tool_choice must be one of {_TOOL_CHOICES}, not {request.tool_choice!r} "
-            "(llama-server silently treats a named-function tool_choice as 'auto')"
-        )
-    if request.slot is not None and request.slot < 0:
-        raise ValueError(f"slot must be >= 0, not {request.slot}")
-    if request.max_tokens is not None and request.max_tokens < -1:
-        raise ValueError(f"max_tokens must be >= -1, not {request.max_tokens}")
-    if request.thinking_budget is not None and request.thinking_budget < 0:
-        raise ValueError(f"thinking_budget must be >= 0, not {request.thinking_budget}")
-    if isinstance(request.stop, str):
-        raise ValueError("stop must be a sequence of strings, not one string")
     _check_tool_results(request.messages)
 
 

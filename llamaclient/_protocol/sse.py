@@ -17,7 +17,9 @@ It follows the WHATWG "event stream interpretation" rules
 - a blank line dispatches the event; ``data`` lines are joined with ``b"\\n"``;
 - exactly one space after the colon is stripped; a line without a colon is a field name
   with an empty value; lines starting with ``:`` are comments (llama-server's ``:`` ping);
-- ``event`` sets the type, and only events of the default type ``message`` are returned;
+- ``event`` sets the type; events of the default type ``message`` are returned, and so are
+  ``error`` events, as :class:`ErrorData` (Groq's in-band error is ``event: error`` then
+  ``data: {"error": ...}``); events of any other type are ignored;
   ``id`` (ignored if it holds NUL) sets ``last_event_id``; ``retry`` (ASCII digits only)
   sets ``retry``; other fields are ignored;
 - an event whose data buffer is empty is not dispatched;
@@ -55,7 +57,7 @@ from operator import itemgetter
 from .._types.config import MAX_EVENT_BYTES
 from .._types.errors import RAW_KEPT, ProtocolError
 
-__all__ = ["SSEDecoder"]
+__all__ = ["ErrorData", "SSEDecoder"]
 
 _BOM = b"\xef\xbb\xbf"
 _DATA = b"data: "
@@ -64,8 +66,15 @@ _LFLF = b"\n\n"
 _CR = b"\r"
 _CRLF = b"\r\n"
 _MESSAGE = b"message"
+_ERROR = b"error"
 _PAYLOAD = itemgetter(slice(6, None))  # b"data: <payload>" -> b"<payload>"
 _RAW_LIMIT = 1 << 16  # an incomplete event bigger than this is taken apart line by line
+
+
+class ErrorData(bytes):
+    """The data of an ``event: error`` event: the server reports an error in-band."""
+
+    __slots__ = ()
 
 
 class SSEDecoder:
@@ -356,6 +365,8 @@ class SSEDecoder:
             kind = self._type or _MESSAGE
             if kind == _MESSAGE:
                 out.append(b"\n".join(self._data))
+            elif kind == _ERROR:
+                out.append(ErrorData(b"\n".join(self._data)))
             self._type_seen = kind
             self._data = []
             self._data_size = 0

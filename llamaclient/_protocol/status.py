@@ -13,6 +13,7 @@ import re
 import msgspec
 
 from .._types.errors import (
+    AuthenticationError,
     ContextOverflowError,
     HTTPStatusError,
     InferError,
@@ -26,6 +27,7 @@ __all__ = ["is_loading", "status_error"]
 # The modality each refusal names, as /props ``modalities`` calls it.
 _UNSUPPORTED = re.compile(r"(image|audio|video) input is not supported")
 _MODALITY = {"image": "vision", "audio": "audio", "video": "video"}
+_AUTH = (401, 403)
 
 
 def status_error(status: int, data: bytes, location: str | None = None) -> InferError:
@@ -40,15 +42,18 @@ def status_error(status: int, data: bytes, location: str | None = None) -> Infer
     try:
         error = ERROR_BODY_DECODER.decode(data).error
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return HTTPStatusError(status, text)
-    message, kind, code = error.message, error.type, error.code
+        return (AuthenticationError if status in _AUTH else HTTPStatusError)(status, text)
+    message, kind, code = error.message or None, error.type, error.code
+    if status in _AUTH:
+        return AuthenticationError(status, text, message=message, type=kind, code=code)
     if kind == "exceed_context_size_error":
         return ContextOverflowError(
             status, text, error.n_prompt_tokens, error.n_ctx, message=message, type=kind, code=code
         )
-    refused = _UNSUPPORTED.match(message)
+    refused = _UNSUPPORTED.match(error.message)
     if refused is not None:
-        return UnsupportedInputError(_MODALITY[refused.group(1)], message, status=status, body=text)
+        modality = _MODALITY[refused.group(1)]
+        return UnsupportedInputError(modality, error.message, status=status, body=text)
     return HTTPStatusError(status, text, message=message, type=kind, code=code)
 
 

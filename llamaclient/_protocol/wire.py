@@ -50,6 +50,7 @@ class WireToolCall(msgspec.Struct, gc=False):
 class WireDelta(msgspec.Struct, gc=False):
     content: str | None = None
     reasoning_content: str | None = None
+    reasoning: str | None = None  # vLLM, Groq, OpenRouter: the thinking under this name
     tool_calls: list[msgspec.Raw] | None = None
 
 
@@ -73,7 +74,7 @@ class WireError(msgspec.Struct, gc=False):
     """llama-server's error object, in-band (``data: {"error": ...}``) or as an HTTP body."""
 
     message: str = ""
-    code: int | None = None
+    code: int | str | None = None  # llama-server: an int; OpenAI, Groq, LiteLLM: a string
     type: str | None = None
     n_prompt_tokens: int = 0  # exceed_context_size_error only
     n_ctx: int = 0
@@ -100,6 +101,7 @@ class WireChunk(msgspec.Struct, gc=False):
 class WireMessage(msgspec.Struct, gc=False):
     content: str | None = None
     reasoning_content: str | None = None
+    reasoning: str | None = None
     tool_calls: list[msgspec.Raw] | None = None
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from .messages import AssistantMessage, ToolCall
+from .messages import AssistantMessage, ReasoningField, ToolCall
 from .openai import message_to_openai
 
 __all__ = ["Completion", "FinishReason", "Timings", "Usage"]
@@ -23,7 +23,11 @@ class FinishReason(enum.StrEnum):
 
 class Timings(msgspec.Struct, frozen=True, gc=False):
     """The server's own timings (the latest seen). ``cache_n`` prompt tokens came from the
-    prompt cache, ``prompt_n`` were evaluated, ``predicted_n`` were generated."""
+    prompt cache, ``prompt_n`` were evaluated, ``predicted_n`` were generated.
+
+    With speculative decoding (llama-server ``--model-draft``), ``draft_n`` tokens were
+    drafted and ``draft_n_accepted`` of them accepted (None without a draft model);
+    :attr:`draft_acceptance` is their ratio."""
 
     cache_n: int = 0
     prompt_n: int = 0
@@ -32,6 +36,16 @@ class Timings(msgspec.Struct, frozen=True, gc=False):
     prompt_per_second: float | None = None
     predicted_ms: float | None = None
     predicted_per_second: float | None = None
+    draft_n: int | None = None
+    draft_n_accepted: int | None = None
+
+    @property
+    def draft_acceptance(self) -> float | None:
+        """``draft_n_accepted / draft_n``: None without speculative decoding (or before any
+        token was drafted)."""
+        if not self.draft_n or self.draft_n_accepted is None:
+            return None
+        return self.draft_n_accepted / self.draft_n
 
 
 class Usage(msgspec.Struct, frozen=True, gc=False):
@@ -49,7 +63,9 @@ class Completion(msgspec.Struct, frozen=True):
     None only on the partial completion an error carries. ``reasoning_tokens`` is how many
     tokens the model spent thinking; ``thinking_capped`` says the thinking budget ended it.
     ``output`` is the validated instance of the type asked for with ``chat(..., output=T)``
-    (None otherwise).
+    (None otherwise). ``reasoning_field`` is the name the thinking arrived under
+    (``reasoning_content``, or ``reasoning`` from vLLM, Groq, OpenRouter); :meth:`message`
+    sends it back under the same name.
     """
 
     id: str
@@ -63,6 +79,7 @@ class Completion(msgspec.Struct, frozen=True):
     reasoning_tokens: int = 0
     thinking_capped: bool = False
     output: Any = None
+    reasoning_field: ReasoningField = "reasoning_content"
 
     def message(self) -> AssistantMessage:
         """The assistant turn to send back next time, identical to what arrived."""
@@ -70,6 +87,7 @@ class Completion(msgspec.Struct, frozen=True):
             content=self.content,
             reasoning_content=self.reasoning_content,
             tool_calls=self.tool_calls,
+            reasoning_field=self.reasoning_field,
         )
 
     def to_openai(self, *, created: int = 0) -> dict[str, Any]:
@@ -79,7 +97,8 @@ class Completion(msgspec.Struct, frozen=True):
         The stream does not keep the server's timestamp: pass ``created`` (Unix seconds) if
         you need one. ``reasoning_content`` is in the message when the model thought (the
         field llama-server, vLLM and DeepSeek use); token counts the server did not report
-        are 0. A partial completion (from an error) has ``finish_reason`` None.
+        are 0. A partial completion (from an error) has ``finish_reason`` None unless the finish
+        reason had arrived before the error.
         """
         usage: dict[str, Any] = {
             "prompt_tokens": self.usage.prompt_tokens or 0,

@@ -7,12 +7,15 @@ from typing import Literal
 
 import msgspec
 
+from .checks import at_least, check_sampling, check_url, positive, printable_ascii
+
 __all__ = ["MAX_BODY_BYTES", "MAX_ERROR_BODY_BYTES", "MAX_EVENT_BYTES", "Config"]
 
 MAX_EVENT_BYTES = 8 * 1024 * 1024  # one SSE event (a data line is one JSON chunk)
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a whole 2xx answer that is not a stream
 MAX_ERROR_BODY_BYTES = 64 * 1024  # a non-2xx answer's body
 _LIMITS = ("max_event_bytes", "max_body_bytes", "max_error_body_bytes")
+_TRANSPORTS = ("auto", "asyncio", "httpx")
 
 
 class Config(msgspec.Struct, frozen=True):
@@ -54,7 +57,9 @@ class Config(msgspec.Struct, frozen=True):
     - ``max_error_body_bytes`` (64 KiB): the body of a non-2xx answer (it becomes
       ``HTTPStatusError.body``). Reading stops there and the connection is closed.
 
-    The API key is sent only to ``base_url`` and never appears in a repr.
+    Every value is checked when the ``Config`` is made: a bad one (a ``base_url`` without
+    ``http://``, a negative timeout, a ``top_p`` above 1, ...) is a ``ValueError`` naming the
+    field. The API key is sent only to ``base_url`` and never appears in a repr.
     """
 
     base_url: str
@@ -85,6 +90,23 @@ class Config(msgspec.Struct, frozen=True):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be a positive int (bytes), not {value!r}")
+        check_url("Config", "base_url", self.base_url)
+        if self.api_key is not None and not printable_ascii(self.api_key):
+            # Checked here so no HTTP stack ever puts the key into an error message.
+            raise ValueError("api_key must be printable ASCII (the value is not shown)")
+        check_sampling("Config", self)
+        positive("Config", "connect_timeout", self.connect_timeout)
+        for name in ("wait_timeout", "stall_timeout"):
+            positive("Config", name, getattr(self, name), optional=True)
+        positive("Config", "load_timeout", self.load_timeout)
+        if type(self.max_retries) is not int or self.max_retries < 0:
+            raise ValueError(f"Config.max_retries must be an int >= 0, not {self.max_retries!r}")
+        for name in ("retry_backoff", "retry_max_backoff", "thinking_budget", "thinking_grace"):
+            at_least("Config", name, getattr(self, name), 0)
+        if self.transport not in _TRANSPORTS:
+            raise ValueError(
+                f"Config.transport must be one of {_TRANSPORTS}, not {self.transport!r}"
+            )
 
     def __rich_repr__(self) -> list[tuple[str, object]]:
         return [(name, _shown(self, name)) for name in self.__struct_fields__]

@@ -13,6 +13,7 @@
     ├── ThinkingOverrunError      reasoning went on past the thinking budget plus its grace
     ├── ModelLoadError            a router could not load the model (``model``, ``exit_code``)
     ├── HTTPStatusError           a non-2xx answer (``status``, ``body``, ``message``, ...)
+    │   ├── AuthenticationError   401 or 403: a wrong or missing API key
     │   ├── ContextOverflowError  the prompt does not fit the slot (``n_prompt_tokens``, ``n_ctx``)
     │   ├── ModelNotFoundError    a router has no model by that name
     │   ├── ModelNotLoadedError   a router's model is not running (``autoload=False``, unload)
@@ -23,7 +24,8 @@
         └── OutputError           a typed output or tool call that is not valid JSON or not a T
 
 Nothing that was generated is lost: whenever any output had arrived, ``partial`` holds it, with
-``finish_reason`` None. Errors never include the API key.
+``finish_reason`` None unless the finish reason itself had arrived before the error. Errors
+never include the API key.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from .completion import Completion
 
 __all__ = [
+    "AuthenticationError",
     "BusyError",
     "ConnectError",
     "ContextOverflowError",
@@ -113,9 +116,10 @@ class HTTPStatusError(InferError):
 
     ``message``, ``type`` and ``code`` come from llama-server's error envelope
     ``{"error": {"code", "message", "type"}}`` (e.g. ``"tools param requires --jinja flag"``,
-    ``"server_error"``, ``500``); each is None when the body is not that envelope (a proxy's
-    page, plain text) or lacks the field. The error's text is short: the status, the type and
-    the message (or the start of the body).
+    ``"server_error"``, ``500``); ``code`` is kept as sent, an int (llama-server) or a string
+    (OpenAI, Groq, LiteLLM: ``"tool_use_failed"``). Each is None when the body is not that
+    envelope (a proxy's page, plain text) or lacks the field. The error's text is short: the
+    status, the type and the message (or the start of the body).
 
     llama-server returns many plain input errors as 500, so a status alone never means
     "retry"; see the client's retry rules.
@@ -125,7 +129,7 @@ class HTTPStatusError(InferError):
     body: str
     message: str | None
     type: str | None
-    code: int | None
+    code: int | str | None
 
     def __init__(
         self,
@@ -135,7 +139,7 @@ class HTTPStatusError(InferError):
         partial: Completion | None = None,
         message: str | None = None,
         type: str | None = None,
-        code: int | None = None,
+        code: int | str | None = None,
     ) -> None:
         head = f"HTTP {status} {type}" if type and message is not None else f"HTTP {status}"
         super().__init__(f"{head}: {_clip(body if message is None else message)}", partial=partial)
@@ -144,6 +148,12 @@ class HTTPStatusError(InferError):
         self.message = message
         self.type = type
         self.code = code
+
+
+class AuthenticationError(HTTPStatusError):
+    """The server refused the API key: HTTP 401 (wrong or missing, e.g. llama-server started
+    with ``--api-key``) or 403 (a gateway's forbidden). Never retried. The key itself is
+    never in the error."""
 
 
 class ContextOverflowError(HTTPStatusError):
@@ -161,7 +171,7 @@ class ContextOverflowError(HTTPStatusError):
         *,
         message: str | None = None,
         type: str | None = None,
-        code: int | None = None,
+        code: int | str | None = None,
     ) -> None:
         super().__init__(status, body, message=message, type=type, code=code)
         self.n_prompt_tokens = n_prompt_tokens
@@ -223,18 +233,20 @@ class ModelLoadError(InferError):
 class ServerError(InferError):
     """The server reported an error inside a 200 stream (``data: {"error": ...}``).
 
-    ``message``, ``code`` and ``type`` are the server's; ``partial`` holds what was generated.
+    ``message``, ``code`` and ``type`` are the server's (``code`` as sent: an int, or a string
+    such as ``"rate_limit_exceeded"``); ``partial`` holds what was generated. Also raised for
+    an ``event: error`` event (Groq's in-band form).
     The error's text shows the first 500 characters of ``message``.
     """
 
     message: str
-    code: int | None
+    code: int | str | None
     type: str | None
 
     def __init__(
         self,
         message: str,
-        code: int | None = None,
+        code: int | str | None = None,
         type: str | None = None,
         *,
         partial: Completion | None = None,

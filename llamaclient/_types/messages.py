@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 import msgspec
 
@@ -26,6 +26,7 @@ __all__ = [
     "ChatMessage",
     "ContentPart",
     "ImagePart",
+    "ReasoningField",
     "SystemMessage",
     "TextPart",
     "ToolCall",
@@ -172,16 +173,23 @@ class UserMessage(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="ro
             msgspec.structs.force_setattr(self, "content", tuple(content))
 
 
+ReasoningField = Literal["reasoning_content", "reasoning"]
+"""The field a server streams the thinking in: llama-server, DeepSeek and older vLLM use
+``reasoning_content``; newer vLLM, Groq and OpenRouter use ``reasoning``."""
+
+
 class AssistantMessage(
     msgspec.Struct, frozen=True, omit_defaults=True, tag_field="role", tag="assistant"
 ):
     """An assistant turn. ``content`` None is sent as ``""``; ``reasoning_content`` None is
-    left out; ``tool_calls`` empty is left out."""
+    left out; ``tool_calls`` empty is left out. The thinking goes back under
+    ``reasoning_field``, the name it arrived under, so the server renders the same prompt."""
 
     content: str | None = None
     reasoning_content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     name: str | None = None
+    reasoning_field: ReasoningField = "reasoning_content"
 
 
 class ToolMessage(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="role", tag="tool"):

@@ -21,6 +21,7 @@ from .messages import (
     ChatMessage,
     ContentPart,
     ImagePart,
+    ReasoningField,
     SystemMessage,
     TextPart,
     ToolCall,
@@ -37,7 +38,9 @@ def to_openai(messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
     Content parts become ``text``, ``image_url`` (a ``data:`` URL for image bytes) and
     ``input_audio`` parts; tool calls become ``{"id", "type": "function", "function":
     {"name", "arguments"}}`` plus their ``extra`` fields; ``reasoning_content`` (the field
-    llama-server, vLLM and DeepSeek use for thinking) and ``name`` are included when set.
+    llama-server, vLLM and DeepSeek use for thinking; ``reasoning`` when the thinking arrived
+    under that name, see ``AssistantMessage.reasoning_field``) and ``name`` are included when
+    set.
     """
     return [message_to_openai(message) for message in messages]
 
@@ -52,7 +55,7 @@ def message_to_openai(message: ChatMessage) -> dict[str, Any]:
     elif isinstance(message, AssistantMessage):
         out = {"role": "assistant", "content": message.content}
         if message.reasoning_content is not None:
-            out["reasoning_content"] = message.reasoning_content
+            out[message.reasoning_field] = message.reasoning_content
         if message.tool_calls:
             out["tool_calls"] = [tool_call_to_openai(call) for call in message.tool_calls]
     elif isinstance(message, ToolMessage):
@@ -125,11 +128,17 @@ def _assistant_in(message: Mapping[str, Any], position: int, name: str | None) -
     calls = message.get("tool_calls") or ()
     if not isinstance(calls, (list, tuple)):
         raise ValueError(f"messages[{position}].tool_calls must be a list")
+    thought = _optional_str(message, "reasoning_content", position)
+    field: ReasoningField = "reasoning_content"
+    if thought is None:
+        thought = _optional_str(message, "reasoning", position)
+        field = "reasoning" if thought is not None else field
     return AssistantMessage(
         content=None if content is None else _text(content, position),
-        reasoning_content=_optional_str(message, "reasoning_content", position),
+        reasoning_content=thought,
         tool_calls=tuple(_tool_call_in(call, position) for call in calls),
         name=name,
+        reasoning_field=field,
     )
 
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from .checks import at_least, check_sampling, fraction
 from .messages import ChatMessage, ToolSchema
 
 __all__ = ["ChatRequest", "LogitBias", "ToolChoice"]
@@ -46,6 +47,10 @@ class ChatRequest(msgspec.Struct, frozen=True):
       to the same server and slot, in order, so the prompt cache stays warm. Ignored by
       ``Client``.
     - ``extra``: more body fields for server options not modelled here; they override ours.
+
+    Settings are checked when the request is made (a ``ValueError`` naming the field: a
+    negative ``max_tokens``, a ``top_p`` above 1, an unknown ``tool_choice``, two tools of one
+    name, ...); the messages themselves when the body is built, by ``client.chat()``.
     """
 
     messages: Sequence[ChatMessage]
@@ -71,3 +76,35 @@ class ChatRequest(msgspec.Struct, frozen=True):
     autoload: bool = True
     session: str | None = None
     model: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.messages, str | bytes):
+            raise ValueError("ChatRequest.messages must be a sequence of messages, not a string")
+        check_sampling("ChatRequest", self)
+        fraction("ChatRequest", "min_p", self.min_p)
+        for name in ("slot", "thinking_budget"):
+            at_least("ChatRequest", name, getattr(self, name), 0)
+        at_least("ChatRequest", "sse_ping_interval", self.sse_ping_interval, -1)
+        if isinstance(self.stop, str):
+            raise ValueError("ChatRequest.stop must be a sequence of strings, not one string")
+        if self.tool_choice is not None and self.tool_choice not in _TOOL_CHOICES:
+            raise ValueError(
+                f"ChatRequest.tool_choice must be one of {_TOOL_CHOICES}, not "
+                f"{self.tool_choice!r} (llama-server silently treats a named-function "
+                "tool_choice as 'auto')"
+            )
+        _check_tools(self.tools)
+
+
+_TOOL_CHOICES = ("auto", "none", "required")
+
+
+def _check_tools(tools: Sequence[object]) -> None:
+    names: set[str] = set()
+    for tool in tools:
+        name = getattr(tool, "name", None)
+        if not isinstance(name, str) or not name:
+            raise ValueError("ChatRequest.tools: every tool needs a non-empty name")
+        if name in names:
+            raise ValueError(f"ChatRequest.tools: two tools are named {name!r}")
+        names.add(name)

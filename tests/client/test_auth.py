@@ -12,6 +12,7 @@ import pytest
 import respx
 
 from llamaclient import (
+    AuthenticationError,
     BusyError,
     Client,
     Config,
@@ -137,6 +138,23 @@ async def test_key_is_not_in_any_error(
     request = user(slot=0, wait=False) if setup == "busy" else user()
     _, error = await drain(client.chat(request))
     assert isinstance(error, expected)
+    assert_key_not_in(error)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_a_refused_key_is_an_authentication_error_never_retried(
+    server: FaultServer, make_client: ClientFactory, status: int
+) -> None:
+    """llama-server with ``--api-key`` answers a wrong key 401 (a gateway may say 403):
+    ``AuthenticationError``, an ``HTTPStatusError`` as peers have it, sent once."""
+    server.route("POST", CHAT, [Json(status, error_body(status, "Invalid API Key"))])
+    client = make_client(api_key=KEY)
+    events, error = await drain(client.chat(user()))
+    assert events == []
+    assert isinstance(error, AuthenticationError)
+    assert isinstance(error, HTTPStatusError)
+    assert (error.status, error.message) == (status, "Invalid API Key")
+    assert [r.path for r in server.requests].count(CHAT) == 1
     assert_key_not_in(error)
 
 

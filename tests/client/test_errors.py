@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from llamaclient import (
+    AuthenticationError,
     BusyError,
     ChatEvent,
     Client,
@@ -85,7 +86,7 @@ async def test_non_2xx_raises_http_status_error_with_status_and_body(
     server.route("POST", CHAT, [Response(status, body.encode(), content_type=content_type)])
     events, error = await drain(make_client().chat(user()))
     assert events == []
-    assert type(error) is HTTPStatusError
+    assert type(error) is (AuthenticationError if status == 401 else HTTPStatusError)
     assert error.status == status
     assert error.body == body
     assert error.partial is None

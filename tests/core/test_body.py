@@ -207,26 +207,34 @@ def test_non_streamed_body() -> None:
             ChatRequest([UserMessage("u")], tools=[ToolSchema("f", "", {"type": "array"})]),
             "tool 'f': parameters must be a JSON Schema object",
         ),
-        (
-            ChatRequest([UserMessage("u")], tools=[ToolSchema("f"), ToolSchema("f")]),
-            "two tools are named 'f'",
-        ),
-        (ChatRequest([UserMessage("u")], tools=[ToolSchema("")]), "non-empty name"),
-        (
-            ChatRequest([UserMessage("u")], tool_choice="f"),  # type: ignore[arg-type]
-            "tool_choice must be one of",
-        ),
-        (ChatRequest([UserMessage("u")], slot=-1), "slot must be >= 0"),
         (ChatRequest(["hello"]), "messages\\[0\\] is a str"),  # type: ignore[list-item]
-        (ChatRequest("hello"), "not a string"),  # type: ignore[arg-type]
         (ChatRequest([UserMessage(5)]), "messages\\[0\\].content must be a str"),  # type: ignore[arg-type]
-        (ChatRequest([UserMessage("u")], thinking_budget=-1), "thinking_budget"),
-        (ChatRequest([UserMessage("u")], stop="\n"), "stop must be a sequence"),
     ],
 )
 def test_invalid_requests_raise_value_error(request_: ChatRequest, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         build_body(CFG, request_)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"tools": [ToolSchema("f"), ToolSchema("f")]}, "two tools are named 'f'"),
+        ({"tools": [ToolSchema("")]}, "non-empty name"),
+        ({"tool_choice": "f"}, "tool_choice must be one of"),
+        ({"slot": -1}, "slot must be a number >= 0"),
+        ({"messages": "hello"}, "not a string"),
+        ({"thinking_budget": -1}, "thinking_budget"),
+        ({"stop": "\n"}, "stop must be a sequence"),
+    ],
+)
+def test_invalid_settings_raise_value_error_when_the_request_is_made(
+    fields: dict[str, Any], message: str
+) -> None:
+    """Settings are checked at construction, before any body is built or sent."""
+    fields = {"messages": [UserMessage("u")], **fields}
+    with pytest.raises(ValueError, match=message):
+        ChatRequest(**fields)
 
 
 def test_logit_bias_pairs_go_as_given() -> None:
@@ -343,21 +351,6 @@ class _NamedThing:
     ("request_", "message"),
     [
         (ChatRequest([]), "the request has no messages"),
-        (ChatRequest(b"hi"), "messages must be a sequence of messages, not a string"),  # type: ignore[arg-type]
-        (
-            ChatRequest([UserMessage("u")], tools=[ToolSchema("")]),
-            "every tool needs a non-empty name",
-        ),
-        (
-            ChatRequest([UserMessage("u")], tools=[object()]),  # type: ignore[list-item]
-            "every tool needs a non-empty name",
-        ),
-        (
-            ChatRequest(
-                [UserMessage("u")], tools=[ToolSchema("f"), ToolSchema("g"), ToolSchema("f")]
-            ),
-            "two tools are named 'f'",
-        ),
         (
             ChatRequest([UserMessage("u")], tools=[_NamedThing()]),  # type: ignore[list-item]
             "tools must hold ToolSchema values, not _NamedThing",
@@ -371,21 +364,6 @@ class _NamedThing:
             ChatRequest([UserMessage("u")], tools=[ToolSchema("g", "", ["x"])]),  # type: ignore[arg-type]
             "tool 'g': parameters must be a JSON Schema object "
             '({"type": "object", "properties": {...}})',
-        ),
-        (
-            ChatRequest([UserMessage("u")], tool_choice="f"),  # type: ignore[arg-type]
-            "tool_choice must be one of ('auto', 'none', 'required'), not 'f' "
-            "(llama-server silently treats a named-function tool_choice as 'auto')",
-        ),
-        (ChatRequest([UserMessage("u")], slot=-1), "slot must be >= 0, not -1"),
-        (ChatRequest([UserMessage("u")], max_tokens=-2), "max_tokens must be >= -1, not -2"),
-        (
-            ChatRequest([UserMessage("u")], thinking_budget=-1),
-            "thinking_budget must be >= 0, not -1",
-        ),
-        (
-            ChatRequest([UserMessage("u")], stop="\n"),
-            "stop must be a sequence of strings, not one string",
         ),
         (
             ChatRequest([UserMessage("u"), 5]),  # type: ignore[list-item]
@@ -437,3 +415,70 @@ def test_error_messages_name_the_problem(request_: ChatRequest, message: str) ->
     with pytest.raises(ValueError, match=re.escape(message)) as info:
         build_body(CFG, request_)
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"messages": b"hi"}, "ChatRequest.messages must be a sequence of messages, not a string"),
+        ({"tools": [ToolSchema("")]}, "ChatRequest.tools: every tool needs a non-empty name"),
+        ({"tools": [object()]}, "ChatRequest.tools: every tool needs a non-empty name"),
+        (
+            {"tools": [ToolSchema("f"), ToolSchema("g"), ToolSchema("f")]},
+            "ChatRequest.tools: two tools are named 'f'",
+        ),
+        (
+            {"tool_choice": "f"},
+            "ChatRequest.tool_choice must be one of ('auto', 'none', 'required'), not 'f' "
+            "(llama-server silently treats a named-function tool_choice as 'auto')",
+        ),
+        ({"slot": -1}, "ChatRequest.slot must be a number >= 0, not -1"),
+        ({"max_tokens": -2}, "ChatRequest.max_tokens must be an int >= -1, not -2"),
+        ({"max_tokens": 1.5}, "ChatRequest.max_tokens must be an int >= -1, not 1.5"),
+        ({"thinking_budget": -1}, "ChatRequest.thinking_budget must be a number >= 0, not -1"),
+        ({"stop": "\n"}, "ChatRequest.stop must be a sequence of strings, not one string"),
+        ({"temperature": -0.1}, "ChatRequest.temperature must be a number >= 0, not -0.1"),
+        ({"top_p": 1.5}, "ChatRequest.top_p must be a number from 0 to 1, not 1.5"),
+        ({"min_p": -1}, "ChatRequest.min_p must be a number from 0 to 1, not -1"),
+        ({"top_k": -2}, "ChatRequest.top_k must be an int >= -1, not -2"),
+        ({"sse_ping_interval": -5}, "ChatRequest.sse_ping_interval must be a number >= -1, not -5"),
+    ],
+)
+def test_construction_errors_name_the_field(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as info:
+        ChatRequest(**{"messages": [UserMessage("u")], **fields})
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"base_url": "127.0.0.1:8080"}, "Config.base_url must start with http:// or https://, "
+         "not '127.0.0.1:8080' (for example 'http://127.0.0.1:8080')"),
+        ({"base_url": "ftp://x"}, "Config.base_url must start with http:// or https://"),
+        ({"base_url": "http://"}, "Config.base_url has no host: 'http://'"),
+        ({"max_tokens": -5}, "Config.max_tokens must be an int >= -1, not -5"),
+        ({"temperature": -1}, "Config.temperature must be a number >= 0, not -1"),
+        ({"top_p": 2}, "Config.top_p must be a number from 0 to 1, not 2"),
+        ({"connect_timeout": 0}, "Config.connect_timeout must be a number > 0, not 0"),
+        ({"wait_timeout": -1}, "Config.wait_timeout must be a number > 0, not -1"),
+        ({"stall_timeout": 0}, "Config.stall_timeout must be a number > 0, not 0"),
+        ({"load_timeout": -3}, "Config.load_timeout must be a number > 0, not -3"),
+        ({"max_retries": -1}, "Config.max_retries must be an int >= 0, not -1"),
+        ({"retry_backoff": -0.5}, "Config.retry_backoff must be a number >= 0, not -0.5"),
+        ({"thinking_budget": -1}, "Config.thinking_budget must be a number >= 0, not -1"),
+        ({"transport": "aiohttp"}, "Config.transport must be one of ('auto', 'asyncio', 'httpx')"),
+        ({"api_key": "k\u00e9y"}, "api_key must be printable ASCII (the value is not shown)"),
+    ],
+)
+def test_config_errors_name_the_field(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as info:
+        Config(**{"base_url": "http://127.0.0.1:8080", **fields})
+    assert str(info.value).startswith(message)
+
+
+def test_the_widest_good_values_are_taken() -> None:
+    Config("https://h", max_tokens=-1, temperature=0, top_p=1, top_k=-1, max_retries=0,
+           wait_timeout=None, stall_timeout=None, retry_backoff=0, thinking_budget=0)
+    ChatRequest([UserMessage("u")], max_tokens=0, top_p=0, min_p=1, top_k=0, slot=0,
+                sse_ping_interval=-1, temperature=2.5)

@@ -161,7 +161,6 @@ def test_the_overflow_error_keeps_its_numbers_and_gets_the_fields() -> None:
     [
         b"<html>Bad Gateway</html>",
         b'{"error": "no"}',
-        b'{"error": {"code": "x"}}',
         b"",
     ],
 )
@@ -169,6 +168,16 @@ def test_a_body_that_is_not_the_envelope_leaves_the_fields_none(body: bytes) -> 
     error = status_error(502, body)
     assert isinstance(error, HTTPStatusError)
     assert (error.message, error.type, error.code) == (None, None, None)
+    assert str(error) == f"HTTP 502: {body.decode()}"
+
+
+def test_an_envelope_without_a_message_keeps_its_code_and_shows_the_body() -> None:
+    """A string code is a code (OpenAI, Groq, LiteLLM); with no message, the text is the
+    body's."""
+    body = b'{"error": {"code": "x"}}'
+    error = status_error(502, body)
+    assert isinstance(error, HTTPStatusError)
+    assert (error.message, error.type, error.code) == (None, None, "x")
     assert str(error) == f"HTTP 502: {body.decode()}"
 
 

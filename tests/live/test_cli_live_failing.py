@@ -32,7 +32,7 @@ def test_doctor_says_it_cannot_serve_chats(base_url: str) -> None:
 def test_chat_fails_with_exit_1(base_url: str) -> None:
     proc = run("chat", "hello", "--url", base_url)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "── HTTPStatusError: HTTP 401" in proc.stdout
+    assert "── AuthenticationError: HTTP 401" in proc.stdout
 
 
 @pytest.mark.parametrize("command", ["doctor", "chat"])

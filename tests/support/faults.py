@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from llamaclient import (
+    AuthenticationError,
     ContextOverflowError,
     HTTPStatusError,
     InferError,
@@ -155,7 +156,9 @@ def S(content: str | None = None) -> Outcome:
     return Outcome(StreamClosedEarlyError, content)
 
 
-def H(status: int, error: type[InferError] = HTTPStatusError) -> Outcome:
+def H(status: int, error: type[InferError] | None = None) -> Outcome:
+    if error is None:  # a refused key has its own HTTPStatusError
+        error = AuthenticationError if status in (401, 403) else HTTPStatusError
     return Outcome(error, None, status)
 
 

@@ -18,6 +18,7 @@ def fold(payloads: list[str]) -> dict[str, Any]:
         "finish_reason": None,
         "timings": None,
         "usage": {"prompt_tokens": None, "completion_tokens": None, "cached_tokens": None},
+        "reasoning_field": "reasoning_content",
     }
     calls: list[dict[str, Any]] = []
     for text in payloads:
@@ -38,6 +39,8 @@ def fold(payloads: list[str]) -> dict[str, Any]:
                     "prompt_per_second",
                     "predicted_ms",
                     "predicted_per_second",
+                    "draft_n",
+                    "draft_n_accepted",
                 )
             }
             for k in ("cache_n", "prompt_n", "predicted_n"):
@@ -51,9 +54,7 @@ def fold(payloads: list[str]) -> dict[str, Any]:
             }
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            for key in ("reasoning_content", "content"):
-                if delta.get(key):
-                    out[key] = (out[key] or "") + delta[key]
+            _texts(delta, out)
             for piece in delta.get("tool_calls") or []:
                 i = piece["index"]
                 if i == len(calls):
@@ -66,3 +67,15 @@ def fold(payloads: list[str]) -> dict[str, Any]:
                 out["finish_reason"] = choice["finish_reason"]
     out["tool_calls"] = [dict(c, extra={}) for c in calls]
     return out
+
+
+def _texts(delta: dict[str, Any], out: dict[str, Any]) -> None:
+    """The thinking (``reasoning_content``, else ``reasoning``) and the answer of a delta."""
+    thought = delta.get("reasoning_content")
+    if thought is None and delta.get("reasoning") is not None:
+        thought = delta["reasoning"]  # vLLM, Groq, OpenRouter
+        out["reasoning_field"] = "reasoning"
+    if thought:
+        out["reasoning_content"] = (out["reasoning_content"] or "") + thought
+    if delta.get("content"):
+        out["content"] = (out["content"] or "") + delta["content"]
