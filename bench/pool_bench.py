@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from llamaclient import ChatRequest, Client, Config, Pool, UserMessage
-from llamaclient._policy.routing import Balancer
+from llamaclient._turn.balancer import Balancer
 
 _SSE = (
     b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant",'
@@ -41,6 +41,9 @@ _SLOTS = b'[{"id":0,"is_processing":false},{"id":1,"is_processing":false}]'
 
 class _Answer:
     __slots__ = ("_body", "_type", "status")
+
+    fair_reads = False
+    complete = False
 
     def __init__(self, body: bytes, content_type: str) -> None:
         self.status = 200

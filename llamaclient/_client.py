@@ -1,26 +1,36 @@
-"""Client: one llama-server, its policies, and the chat streams that use them.
+"""Client: one llama-server, and the chat turns that use it.
 
-The client owns an :class:`~llamaclient._policy.endpoint.Endpoint` (URL, headers, HTTP stack)
-and the :class:`~llamaclient._policy.chat.ChatPolicies` its streams share (the slot line, the
-attempts, the thinking budget). A :class:`ChatStream` gets the policies, never the client.
+The client owns an :class:`~llamaclient._driver.endpoint.Endpoint` (URL, headers, HTTP stack)
+and the :class:`~llamaclient._driver.shared.Shared` state its turns share (what was learnt
+about the server, the slot lines, the lookups). Each chat is a
+:class:`~llamaclient._turn.machine.ChatTurn` (the decisions) driven by a :class:`ChatStream`
+(the I/O); the stream never sees the client.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+import anyio
 import msgspec
 
-from ._policy.chat import ChatPolicies
-from ._policy.endpoint import Endpoint
-from ._policy.resume import cancel_conversation
+from ._arguments.output import OutputDecoder
+from ._driver.endpoint import Endpoint
+from ._driver.models import list_models, load_model, unload_model
+from ._driver.perform import Performer, Router
+from ._driver.shared import Shared
 from ._protocol.body import build_body
 from ._protocol.info import props_from, slots_from
 from ._stream import ChatStream
-from ._transports.base import Transport
+from ._transports.base import Transport, TransportError
+from ._turn.machine import ChatTurn
+from ._turn.phase import CANCEL_TIMEOUT, stream_path
+from ._turn.plan import Plan, Target
 from ._types.completion import Completion
 from ._types.config import Config
+from ._types.messages import media_kinds
 from ._types.models import ModelInfo
 from ._types.request import ChatRequest
 from ._types.server import Props, Slot
@@ -29,9 +39,45 @@ from ._types.typed import OutputType, output_type
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["Client"]
+__all__ = ["Client", "new_conversation_id", "plan_for", "stream_for"]
 
 T = TypeVar("T")
+S = TypeVar("S", bound=ChatStream)
+
+
+def new_conversation_id() -> str:
+    """A fresh random id: 128 bits, URL-safe."""
+    return secrets.token_hex(16)
+
+
+def plan_for(config: Config, request: ChatRequest, spec: OutputType[Any] | None) -> Plan:
+    """The turn that ``request`` asks for under ``config`` (a fresh conversation id when
+    resume is on; the typed output's live decoder when ``spec`` is given)."""
+    decoder = None if spec is None else OutputDecoder()
+    return Plan(
+        request,
+        conversation_id=new_conversation_id() if config.resume else None,
+        output=spec,
+        decoder=decoder,
+        processors=() if decoder is None else (decoder.process,),
+        media=media_kinds(request.messages),
+        pooled=False,
+    )
+
+
+def stream_for(
+    plan: Plan,
+    target: Target,
+    shared: Shared,
+    live: bool | Iterable[str],
+    lenient: bool,
+    router: Router | None = None,
+    kind: type[S] = ChatStream,  # type: ignore[assignment]
+) -> S:
+    """The stream that drives ``plan``'s turn (``router``: a pool's)."""
+    turn = ChatTurn(plan, target)
+    io = Performer(shared, router)
+    return kind(turn, io, plan.request, live=live, lenient=lenient, decoder=plan.decoder)
 
 
 class Client:
@@ -52,7 +98,7 @@ class Client:
     ) -> None:
         self.config = config
         self._endpoint = Endpoint(config, http_client=http_client, transport=transport)
-        self._policies = ChatPolicies(self._endpoint)
+        self._shared = Shared(self._endpoint)
 
     def __repr__(self) -> str:
         endpoint = self._endpoint
@@ -91,17 +137,9 @@ class Client:
         spec = None if output is None else _output_spec(request, output)
         if spec is not None:
             request = msgspec.structs.replace(request, response_format=spec.response_format())
-        body = build_body(self.config, request)
-        resumer = self._policies.resumer()
-        return ChatStream(
-            self._policies,
-            request,
-            body,
-            live_arguments,
-            lenient_arguments,
-            resumer=resumer,
-            output=spec,
-        )
+        plan = plan_for(self.config, request, spec)
+        target = Target(self.config, self._shared.known, build_body(self.config, request))
+        return stream_for(plan, target, self._shared, live_arguments, lenient_arguments)
 
     @overload
     async def parse(self, request: ChatRequest, output: type[T]) -> T: ...
@@ -129,22 +167,22 @@ class Client:
         gone (it keeps a finished turn 300 s)."""
         if offset < 0:
             raise ValueError(f"offset must be >= 0, not {offset}")
-        resumer = self._policies.resumer(conversation_id)
-        return ChatStream(
-            self._policies,
-            ChatRequest([]),
-            None,
-            live_arguments,
-            lenient_arguments,
-            resumer=resumer,
-            offset=offset,
-        )
+        request = ChatRequest([])
+        plan = Plan(request, conversation_id=conversation_id, offset=offset, reattach=True)
+        target = Target(self.config, self._shared.known, None)
+        return stream_for(plan, target, self._shared, live_arguments, lenient_arguments)
 
     async def cancel(self, conversation_id: str) -> bool:
         """Stop the generation of ``conversation_id`` (``DELETE /v1/stream``), e.g. one a
         killed process left running. True if the server acknowledged it. Never raises."""
-        status = await cancel_conversation(self._endpoint, conversation_id)
-        return status is not None and status < 300
+        endpoint = self._endpoint
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_TIMEOUT):
+            try:
+                status, _, _ = await endpoint.exchange("DELETE", stream_path(conversation_id))
+            except TransportError:
+                return False
+            return status < 300
+        return False
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Run one chat to its end and return the Completion."""
@@ -154,7 +192,7 @@ class Client:
         """``GET /models``: a router's models with their status (``loaded``, ``loading``,
         ``unloaded``, ...; ``failed`` and ``exit_code`` after a failed load). A plain
         llama-server lists its one model as ``loaded``."""
-        return await self._policies.models.models()
+        return await list_models(self._endpoint, self._shared.known)
 
     async def load_model(self, name: str, *, wait: bool = True) -> bool:
         """Ask a router to load model ``name`` (``POST /models/load``). With ``wait`` (the
@@ -162,13 +200,13 @@ class Client:
         fails, ``LoadTimeoutError`` past ``load_timeout``. False if it was already running;
         ``ModelNotFoundError`` for a name the router does not know, ``ModelLimitError`` when
         it is at ``--models-max`` and cannot unload one."""
-        return await self._policies.models.load(name, wait=wait)
+        return await load_model(self._endpoint, name, wait=wait)
 
     async def unload_model(self, name: str, *, wait: bool = True) -> bool:
         """Ask a router to stop model ``name`` (``POST /models/unload``); False if it was not
         running. With ``wait`` (the default) return once its process has exited.
         ``ModelNotFoundError`` for a name the router does not know."""
-        return await self._policies.models.unload(name, wait=wait)
+        return await unload_model(self._endpoint, name, wait=wait)
 
     async def health(self) -> dict[str, Any]:
         """``GET /health``: ``{"status": "ok"}`` once the model is loaded (with
@@ -180,7 +218,9 @@ class Client:
         """``GET /props``: the slot context size, the slot count, the model, the chat template
         and its capabilities, the input modalities. ``.raw`` holds the whole answer."""
         props = props_from(await self._endpoint.get_json("/props"))
-        self._policies.media.remember(props)
+        known = self._shared.known
+        known.modalities = props.modalities if "modalities" in props.raw else None
+        known.media_known = True
         return props
 
     async def slots(self) -> list[Slot]:

@@ -2,10 +2,11 @@
 
 A session's requests go to the same server and slot, so its prompt cache stays warm; a new
 session goes to the server with the most free slots. The choice is the
-:class:`~llamaclient._policy.routing.Balancer`'s (pure bookkeeping); this module only looks
-at the servers (``/slots``, ``/health``) and wraps each chosen :class:`Client`'s stream so
-that its first event says where it went (``Routed``) and a server that cannot be reached
-before any output is left for another one.
+:class:`~llamaclient._turn.balancer.Balancer`'s (pure bookkeeping); this module only looks
+at the servers (``/slots``, ``/health``) and routes each turn. A pool's stream is a
+:class:`ChatStream` whose turn starts by choosing its server (``Routed``, first); a server
+that cannot be reached before any output is left for another one (the turn decides it, on
+a ``ConnectError`` before it sent the chat).
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ from typing import Any, TypeVar, overload
 import anyio
 import msgspec
 
-from ._arguments.stream import ArgumentStream
-from ._client import Client
-from ._policy.routing import Balancer, Route
-from ._stream import _EMPTY, ChatStream, StreamState
+from ._client import Client, _output_spec, plan_for, stream_for
+from ._driver.shared import Shared
+from ._protocol.body import build_body
+from ._stream import ChatStream
 from ._transports.base import Transport
+from ._turn.balancer import Balancer, Route
+from ._turn.plan import Target
 from ._types.completion import Completion
 from ._types.config import Config
 from ._types.errors import ConnectError, HTTPStatusError, InferError, StreamClosedEarlyError
-from ._types.events import ChatEvent, ModelLoading, Queued, Retrying, Routed, Waiting
+from ._types.events import Routed
 from ._types.request import ChatRequest
 from ._types.server import Slot
 
@@ -33,7 +36,6 @@ T = TypeVar("T")
 __all__ = ["LOOK_TIMEOUT", "Pool", "PoolStream"]
 
 LOOK_TIMEOUT = 2.0  # seconds for a /slots or /health look; /slots answers even under load
-_BEFORE_OUTPUT = (Queued, Waiting, Retrying, ModelLoading)
 _DISABLED = "disabled"  # /slots answers 501
 _NOT_RUNNING = "not running"  # a router's model is not loaded
 
@@ -89,7 +91,17 @@ class Pool:
         """Stream one chat on the server its session is on (or the freest one); the first
         event is ``Routed``. Same options as :meth:`Client.chat`."""
         self._servers_for(request)  # a model no server has is a ValueError here, at once
-        return PoolStream(self, request, live_arguments, lenient_arguments, output)
+        spec = None if output is None else _output_spec(request, output)
+        if spec is not None:
+            request = msgspec.structs.replace(request, response_format=spec.response_format())
+        first = self.clients[0]
+        plan = plan_for(first.config, request, spec)
+        plan.pooled = True
+        start = Target(first.config, first._shared.known, None)  # until it is routed
+        routing = _Routing(self, request)
+        return stream_for(
+            plan, start, first._shared, live_arguments, lenient_arguments, routing, PoolStream
+        )
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Run one chat to its end and return the Completion."""
@@ -211,184 +223,53 @@ def _pinned(request: ChatRequest, route: Route) -> ChatRequest:
     return msgspec.structs.replace(request, slot=route.slot)
 
 
-def _connect_failure(event: ChatEvent) -> bool:
-    """A retry because the server could not be reached (not an HTTP answer such as 503)."""
-    return isinstance(event, Retrying) and not event.error.startswith("HTTP ")
+class PoolStream(ChatStream):
+    """A pool's stream: a :class:`ChatStream` whose first event is ``Routed``
+    (``stream.route`` says where it went); ``arguments()`` works once it has been routed.
+    Everything else is the ChatStream's own."""
 
 
-class PoolStream:
-    """A :class:`ChatStream` on the server the pool chose, with ``Routed`` first.
+class _Routing:
+    """Where one turn of the pool goes: routed on demand (``route``), again after a server
+    that could not be reached, and released when the turn ends (``ended``)."""
 
-    Iterate it like a ChatStream; ``completion``, ``aclose()``, ``collect()`` and
-    ``async with`` work the same. ``arguments()`` works once ``Routed`` has been yielded.
-    """
+    __slots__ = ("_current", "_pool", "_request", "_tried")
 
-    def __init__(
-        self,
-        pool: Pool,
-        request: ChatRequest,
-        live_arguments: bool | Iterable[str],
-        lenient_arguments: bool,
-        output: type[Any] | Mapping[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, pool: Pool, request: ChatRequest) -> None:
         self._pool = pool
-        self.request = request
-        self._live = live_arguments
-        self._lenient = lenient_arguments
-        self._output_type = output
-        self._inner: ChatStream | None = None
-        self._route: Route | None = None
-        self._output = False  # an event past the waiting ones came: no more failover
-        self._routed: Routed | None = None
+        self._request = request
+        self._current: Route | None = None
         self._tried: set[int] = set()
-        self._closed = False
 
-    @property
-    def route(self) -> Routed | None:
-        """Where the stream went (the ``Routed`` event), once routed."""
-        return self._routed
-
-    @property
-    def completion(self) -> Completion:
-        """The Completion, once the stream has ended normally."""
-        if self._inner is None:
-            raise RuntimeError("the stream has not finished yet: iterate it to the end first")
-        return self._inner.completion
-
-    @property
-    def partial(self) -> Completion:
-        """As :attr:`ChatStream.partial`: what arrived so far (empty before routing)."""
-        return _EMPTY if self._inner is None else self._inner.partial
-
-    @property
-    def state(self) -> StreamState:
-        """As :attr:`ChatStream.state`."""
-        if self._inner is None:
-            return StreamState.STOPPED if self._closed else StreamState.PENDING
-        return self._inner.state
-
-    @property
-    def error(self) -> Exception | None:
-        """As :attr:`ChatStream.error`."""
-        return None if self._inner is None else self._inner.error
-
-    def output(self) -> Any:
-        """As :meth:`ChatStream.output`: the typed output decoded so far."""
-        return None if self._inner is None else self._inner.output()
-
-    @property
-    def conversation_id(self) -> str | None:
-        """The ``X-Conversation-Id`` of the stream on its server (None before routing, or
-        with resume off)."""
-        return None if self._inner is None else self._inner.conversation_id
-
-    def arguments(self, index: int | None = None, *, tool: str | None = None) -> ArgumentStream:
-        """As :meth:`ChatStream.arguments`, once the stream has been routed."""
-        if self._inner is None:
-            raise RuntimeError("take arguments() after the Routed event (the first one)")
-        return self._inner.arguments(index, tool=tool)
-
-    def __aiter__(self) -> PoolStream:
-        return self
-
-    async def __anext__(self) -> ChatEvent:
-        inner = self._inner
-        if inner is not None and self._output:
-            try:
-                return await inner.__anext__()
-            except BaseException as exc:
-                await self._ended(exc)
-                raise
-        return await self._before_output()
-
-    async def _before_output(self) -> ChatEvent:
-        """Route (``Routed``), then the waiting events; a server that cannot be reached
-        before any output is left for another one (``Routed(reason="failover")``)."""
-        if self._closed:
-            raise StopAsyncIteration
-        if self._inner is None:
-            return await self._open(None)
-        try:
-            event = await self._inner.__anext__()
-        except ConnectError:
-            assert self._route is not None
-            return await self._open(self._route.server)
-        except BaseException as exc:
-            await self._ended(exc)
-            raise
-        if _connect_failure(event):
-            assert self._route is not None
-            return await self._open(self._route.server)
-        if not isinstance(event, _BEFORE_OUTPUT):
-            self._output = True
-        return event
-
-    async def _open(self, failed: int | None) -> Routed:
-        """Route (again, leaving out ``failed``) and open the stream there."""
+    async def route(self, failed: int | None) -> tuple[Shared, Target, Routed]:
         pool = self._pool
         if failed is not None:
-            await self._release()
+            self._release()
             self._tried.add(failed)
             if len(self._tried) >= len(pool.clients):
                 raise ConnectError("no server of the pool could be reached")
-        route = await pool._route(self.request, exclude=failed)
+        route = await pool._route(self._request, exclude=failed)
         if failed is not None:
             route = route._replace(reason="failover")
-        self._route = route
+        self._current = route
         client = pool.clients[route.server]
-        self._inner = client.chat(
-            _pinned(self.request, route),
-            live_arguments=self._live,
-            lenient_arguments=self._lenient,
-            output=self._output_type,
-        )
-        self._routed = Routed(pool._server_name(route.server), route.slot, route.reason)
-        return self._routed
+        request = _pinned(self._request, route)
+        body = build_body(client.config, request)
+        target = Target(client.config, client._shared.known, body, route.server, request)
+        return client._shared, target, Routed(pool._server_name(route.server), *route[1:])
 
-    async def _release(self) -> None:
-        inner, route = self._inner, self._route
-        self._inner = self._route = None
-        if route is not None:
-            self._pool._balancer.finish(self.request.session, route)
-        if inner is not None:
-            with anyio.CancelScope(shield=True):
-                await inner.aclose()
-
-    async def _ended(self, exc: BaseException) -> None:
-        """The inner stream ended (``StopAsyncIteration``) or failed: release the route; a
-        stream cut by a server that is now down marks it down (its sessions move)."""
-        route = self._route
-        if route is not None:
-            self._route = None
-            self._pool._balancer.finish(self.request.session, route)
-            if isinstance(exc, StreamClosedEarlyError | ConnectError):
+    async def ended(self, error: BaseException | None) -> None:
+        """The turn ended: release its route; a stream cut by a server that is now down
+        marks it down (its sessions move)."""
+        if self._current is not None:
+            self._release()
+            if isinstance(error, StreamClosedEarlyError | ConnectError):
                 await self._pool._look()
 
-    async def __aenter__(self) -> PoolStream:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Stop the stream and release its connection and its place in the pool."""
-        self._closed = True
-        inner = self._inner
-        route, self._route = self._route, None
+    def _release(self) -> None:
+        route, self._current = self._current, None
         if route is not None:
-            self._pool._balancer.finish(self.request.session, route)
-        if inner is not None:
-            await inner.aclose()
-
-    async def collect(self) -> Completion:
-        """Drain the stream and return the Completion."""
-        async with self:
-            async for _ in self:
-                pass
-        return self.completion
+            self._pool._balancer.finish(self._request.session, route)
 
     def __del__(self) -> None:
-        route = self._route
-        if route is not None:  # dropped unfinished: keep the in-flight counts exact
-            self._route = None
-            self._pool._balancer.finish(self.request.session, route)
+        self._release()  # dropped unfinished: keep the in-flight counts exact

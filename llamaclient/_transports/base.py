@@ -15,13 +15,20 @@ Failures are reported as :class:`TransportError` with ``kind``:
 - ``"connect"``: nothing reached the server (refused, unreachable, connect timeout, TLS);
 - ``"disconnected"``: a reused keep-alive connection was closed before any response byte
   (the only failure that may be retried silently);
+- ``"timeout"``: with ``send(..., head_timeout=s)`` (our own stacks), no response head came
+  within ``s`` seconds (the connection is closed: the server may have the request queued);
 - ``"protocol"``: the response is not HTTP/1.1 as allowed (bad status line, headers or
   framing, an encoding we cannot decode);
 - ``"read"``: the connection broke after the response had started;
 - ``"stall"``: a read waited ``read_timeout`` with no byte.
 
 Messages are our own text: never a third-party exception's repr (it may carry the request
-headers, and so the API key).
+headers, and so the API key). What each kind means to the caller is decided in one place,
+``_turn/failures.py``.
+
+A transport of your own implements ``send`` as below; the client then bounds the wait for
+the head itself. Ours also take ``head_timeout=`` and enforce it the cheapest way they have
+(one timer), because the wait for the head is part of every stream.
 """
 
 from __future__ import annotations
@@ -29,12 +36,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, Protocol
 
-__all__ = ["KEEPALIVE_SECONDS", "Response", "Transport", "TransportError", "TransportErrorKind"]
+__all__ = [
+    "KEEPALIVE_SECONDS",
+    "Response",
+    "TimedTransport",
+    "Transport",
+    "TransportError",
+    "TransportErrorKind",
+]
 
 # llama-server closes idle keep-alive connections after 5 s; drop ours before that.
 KEEPALIVE_SECONDS = 4.0
 
-TransportErrorKind = Literal["connect", "disconnected", "protocol", "read", "stall"]
+TransportErrorKind = Literal["connect", "disconnected", "timeout", "protocol", "read", "stall"]
 
 
 class TransportError(Exception):
@@ -46,9 +60,25 @@ class TransportError(Exception):
 
 
 class Response(Protocol):
-    """A response whose status and headers have arrived."""
+    """A response whose status and headers have arrived.
 
-    __slots__ = ()  # our stacks subclass it for ``aread``; their instances stay slotted
+    ``fair_reads``: a ``read()`` is a scheduling point, or hands out at once everything that
+    came while the reader was suspended (so the next read waits): the events of one read are
+    then all a reader can take without giving the loop a turn (ours on asyncio, the testing
+    kit's). Other stacks' reads may not suspend (httpx hands out the chunks h11 already holds
+    one by one): the client then counts every event. ``complete``: the whole body has
+    arrived (``aclose()`` then pools the connection without another read).
+    """
+
+    __slots__ = ()  # our stacks subclass it for the defaults; their instances stay slotted
+
+    @property
+    def fair_reads(self) -> bool:
+        return False
+
+    @property
+    def complete(self) -> bool:
+        return False
 
     @property
     def status(self) -> int: ...
@@ -84,3 +114,18 @@ class Transport(Protocol):
     ) -> Response: ...
 
     async def aclose(self) -> None: ...
+
+
+class TimedTransport(Transport, Protocol):
+    """Our own stacks: ``send`` also bounds the wait for the head (``head_timeout``)."""
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        *,
+        read_timeout: float | None = None,
+        head_timeout: float | None = None,
+    ) -> Response: ...

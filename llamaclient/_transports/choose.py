@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from .._types.config import Config
-from .base import Transport
+from .base import TimedTransport
 
 if TYPE_CHECKING:
     import httpx
@@ -53,7 +53,7 @@ def choose_transport(
     *,
     backend: Literal["asyncio", "other"],
     http_client: httpx.AsyncClient | None = None,
-) -> Transport:
+) -> TimedTransport:
     """The transport for ``config`` under ``backend`` (see the module docstring)."""
     kind = config.transport
     if kind == "asyncio" and backend != "asyncio":

@@ -12,6 +12,7 @@ import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
+import anyio
 import httpx
 
 from .._protocol.http11 import MAX_DECODED, Http11Error, content_decoder
@@ -80,8 +81,8 @@ def _verify(tls: ssl.SSLContext | str | None) -> ssl.SSLContext | bool:
 class _HttpxResponse(Response):
     __slots__ = ("_chunks", "_response")
 
-    # Not fair_reads (see _stream._Pump): httpcore hands out the HTTP chunks h11 already
-    # holds without touching the socket, so many reads in a row may never suspend.
+    # Not fair_reads (see Response): httpcore hands out the HTTP chunks h11 already holds
+    # without touching the socket, so many reads in a row may never suspend.
 
     def __init__(self, response: httpx.Response) -> None:
         self._response = response
@@ -171,6 +172,7 @@ class HttpxTransport:
         body: bytes | None,
         *,
         read_timeout: float | None = None,
+        head_timeout: float | None = None,
     ) -> Response:
         client = self._client
         if method.upper() == "POST" and not any(k.lower() == "connection" for k in headers):
@@ -185,7 +187,10 @@ class HttpxTransport:
         request.extensions["timeout"] = {**timeouts, "read": None}
         reused = self._has_idle(request.url)
         try:
-            response = await client.send(request, stream=True, follow_redirects=False)
+            with anyio.fail_after(head_timeout):
+                response = await client.send(request, stream=True, follow_redirects=False)
+        except TimeoutError:
+            error = TransportError("timeout", "no response head in time")
         except httpx.TransportError as exc:
             error = map_error(exc, started=False, reused=reused)
         else:

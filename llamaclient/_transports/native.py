@@ -305,6 +305,13 @@ class _Connection(asyncio.BufferedProtocol):
             return
         self._fail(TransportError("stall", f"no byte from the server for {timeout:g} s"))
 
+    def late(self) -> None:
+        """The head timer fired: no response head in time (the request may sit in the
+        server's queue: closing the connection takes it out)."""
+        parser = self.parser
+        if parser is not None and parser.state == HEAD and not self.broken:
+            self._fail(TransportError("timeout", "no response head in time"))
+
     def usable(self) -> bool:
         """Whether this idle connection can carry another request."""
         transport = self.transport
@@ -383,7 +390,7 @@ class _AsyncioResponse(Response):
 
     __slots__ = ("_body", "_conn", "_owner", "_parser")
 
-    fair_reads = True  # read() hands out everything buffered, or waits (see _stream._Pump)
+    fair_reads = True  # read() hands out everything buffered, or waits (see Response)
 
     def __init__(self, owner: AsyncioTransport, conn: _Connection, parser: ResponseParser) -> None:
         self._owner = owner
@@ -544,8 +551,10 @@ class AsyncioTransport:
         body: bytes | None,
         *,
         read_timeout: float | None = None,
+        head_timeout: float | None = None,
     ) -> Response:
-        """Send one request; return once the status line and headers are in."""
+        """Send one request; return once the status line and headers are in (within
+        ``head_timeout`` seconds: else ``TransportError("timeout")``)."""
         key, path, netloc = self._target(url)
         verb = method.upper()
         post = verb == "POST"
@@ -562,12 +571,16 @@ class AsyncioTransport:
             read_timeout=read_timeout,
             post=post,
         )
+        late = None if head_timeout is None else conn.loop.call_later(head_timeout, conn.late)
         try:
             while parser.state == HEAD and not conn.broken:
                 await conn.wait()
         except asyncio.CancelledError:
             self._discard(conn)
             raise
+        finally:
+            if late is not None:
+                late.cancel()
         if conn.error is not None and parser.state == HEAD:
             self._discard(conn)
             raise conn.error

@@ -30,10 +30,10 @@ never include the API key.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .completion import Completion
+from . import typed
+from .completion import Completion
 
 __all__ = [
     "AuthenticationError",
@@ -309,3 +309,6 @@ def _clip(text: str, limit: int = 500, *, total: int | None = None, unit: str = 
             return text
         total = len(text)
     return text[:limit] + f"... ({total} {unit})"
+
+
+typed.refused = OutputError  # ToolCall.parse and invoke refuse arguments with it (typed.py)

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar, overload
 
 import msgspec
 
-from .errors import OutputError
+from . import typed
 from .typed import OutputInvalid, function_type, output_type
 
 T = TypeVar("T")
@@ -73,7 +73,7 @@ class ToolCall(msgspec.Struct, frozen=True):
         try:
             return spec.from_json(text)
         except OutputInvalid as exc:
-            raise OutputError(
+            raise typed.refused(
                 f"the arguments of tool call {self.name!r} do not fit {spec.name}",
                 self.arguments,
                 validation=str(exc),

@@ -12,11 +12,11 @@ import inspect
 import re
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
-__all__ = ["OutputInvalid", "OutputType", "function_type", "output_type"]
+__all__ = ["OutputInvalid", "OutputType", "function_type", "output_type", "refused"]
 
 T = TypeVar("T")
 
@@ -27,6 +27,21 @@ _JSON = msgspec.json.Decoder()
 
 class OutputInvalid(ValueError):
     """The text is not valid JSON or does not convert to the type; the message says why."""
+
+
+class _Refusal(Protocol):
+    def __call__(self, message: str, raw: str, *, validation: str) -> Exception: ...
+
+
+def _plain(message: str, raw: str, *, validation: str) -> Exception:
+    return OutputInvalid(f"{message}: {validation}")
+
+
+refused: _Refusal = _plain
+"""How a tool call's arguments that do not fit are refused: ``errors.py`` sets it to
+``OutputError`` when it is imported (``import llamaclient`` does). Its ``partial`` is a
+``Completion``, which holds ``ToolCall`` values: the one place the vocabulary loops back,
+closed by this late binding instead of an import circle."""
 
 
 class OutputType(Generic[T]):

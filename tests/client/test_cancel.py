@@ -14,7 +14,7 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from llamaclient import ChatEvent, Client, Content
+from llamaclient import ChatEvent, Client, Content, StreamState
 from tests.conftest import CHAT, ClientFactory, TransportName, make_config, user
 from tests.support.faultserver import FaultServer, Hold, Request, Script, chat_chunks, stream
 
@@ -104,9 +104,9 @@ async def test_cancelling_the_task_closes_the_connection(
 async def test_cancelled_at_the_fairness_turn_the_stream_still_closes_at_once(
     server: FaultServer, make_client: ClientFactory
 ) -> None:
-    """Every 32 events a fast stream yields to the loop outside its generator; a cancel that
-    lands there must close the stream (and its connection) at once, not at garbage
-    collection, while the caller still holds the stream."""
+    """Every 32 events a fast stream gives the loop a turn; a cancel that lands there must
+    close the stream (and its connection) at once, not at garbage collection, while the
+    caller still holds the stream."""
     many = chat_chunks([f"w{i} " for i in range(40)], finish_reason=None, done=False)
     server.route("POST", CHAT, [*stream([b"".join(many)], end=False), Hold()])
     stream_ = make_client().chat(user())
@@ -124,8 +124,7 @@ async def test_cancelled_at_the_fairness_turn_the_stream_still_closes_at_once(
     assert seen == 31
     disconnect = await server.wait_disconnect(timeout=1.0)
     assert disconnect.request.path == CHAT
-    assert stream_._gen is not None
-    assert getattr(stream_._gen, "ag_frame", None) is None  # closed, not left suspended
+    assert stream_.state is StreamState.STOPPED  # closed, not left waiting for the collector
 
 
 async def test_cancelling_while_waiting_for_headers_closes_the_connection(

@@ -61,14 +61,14 @@ async def test_reads_that_wait_take_no_extra_turns(
     if anyio_backend != "asyncio":
         pytest.skip("the asyncio transport needs an asyncio event loop")
     turns = 0
-    turn = ChatStream._turn
+    turn = ChatStream._checkpoint
 
     async def counted(self: ChatStream) -> None:
         nonlocal turns
         turns += 1
         await turn(self)
 
-    monkeypatch.setattr(ChatStream, "_turn", counted)
+    monkeypatch.setattr(ChatStream, "_checkpoint", counted)
     texts = [f"t{i} " for i in range(100)]
     async with FaultServer() as srv:
         srv.route("POST", "/v1/chat/completions", stream(chat_chunks(texts), delay=0.002))

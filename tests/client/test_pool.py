@@ -18,7 +18,7 @@ from llamaclient import (
     StreamClosedEarlyError,
     UserMessage,
 )
-from llamaclient._policy.routing import Balancer, Route
+from llamaclient._turn.balancer import Balancer, Route
 from tests.support.fakefleet import FakeRouter, FakeServer
 
 pytestmark = pytest.mark.anyio

@@ -22,9 +22,9 @@ from llamaclient import (
     TemplateCaps,
     UnsupportedInputError,
 )
-from llamaclient._policy.secret import hide_key
 from llamaclient._protocol.info import props_from, slots_from
 from llamaclient._protocol.status import status_error
+from llamaclient._turn.secret import hide_key
 
 RECORDINGS = Path(__file__).parents[2] / "recordings"
 

@@ -61,7 +61,7 @@ async def uncut_run(url: str) -> tuple[list[ChatEvent], Completion, int]:
         stream = client.chat(request())
         events, error = await drain(stream)
     assert error is None
-    return events, stream.completion, stream._shared.offset
+    return events, stream.completion, stream._turn.offset
 
 
 def same_answer(a: Completion, b: Completion) -> None:

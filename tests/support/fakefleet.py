@@ -39,6 +39,9 @@ class Sent:
 class FakeResponse:
     """A whole answer, read in the pieces given; ``gate`` (if any) is awaited first."""
 
+    fair_reads = False
+    complete = False
+
     def __init__(
         self,
         status: int,

@@ -1,0 +1,237 @@
+"""One llama-server as the driver sees it: its URL, the headers we send, the HTTP stack, and
+the small request/response exchanges (``/health``, ``/slots``, ``/props``, control calls).
+
+Failures stay ``TransportError`` here (the turn decides what they mean); the client's own
+helpers (``health()``, ``props()``, ...) get typed errors from the same mapper the turns use
+(``_turn/failures.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from .._protocol.models import model_query
+from .._protocol.status import status_error
+from .._protocol.wire import ANY_DECODER
+from .._transports.base import Response, TimedTransport, Transport, TransportError
+from .._transports.choose import choose_transport, current_backend
+from .._turn.failures import typed_error
+from .._turn.secret import hide_key
+from .._types.config import Config
+from .._types.errors import RAW_KEPT, ProtocolError
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["Endpoint"]
+
+
+class Endpoint:
+    """Where the server is and how to talk to it. The transport is chosen on first use,
+    inside the event loop, so the same ``Client`` works under asyncio and trio."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+        transport: Transport | None = None,
+    ) -> None:
+        self.config = config
+        base = config.base_url.rstrip("/")
+        self.base = base[:-3] if base.endswith("/v1") else base
+        self._http_client = http_client
+        self._transport = transport
+        self._timed: TimedTransport | None = None  # ours: it bounds the wait for a head
+        # identity: we never ask for compression (a proxy that forces it is decoded or named).
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+        }
+        if config.api_key:
+            headers["Authorization"] = f"Bearer {config.api_key}"
+        self.headers: Mapping[str, str] = headers
+
+    @property
+    def transport(self) -> Transport:
+        transport = self._transport
+        if transport is None:
+            transport = self._transport = self._timed = choose_transport(
+                self.config, backend=current_backend(), http_client=self._http_client
+            )
+        return transport
+
+    @property
+    def transport_name(self) -> str:
+        """The chosen transport's class name, or ``"auto"`` before the first request."""
+        return "auto" if self._transport is None else type(self._transport).__name__
+
+    async def aclose(self) -> None:
+        if self._transport is not None:
+            await self._transport.aclose()
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        read_timeout: float | None = None,
+        head_timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        """One request, its head within ``head_timeout`` (else ``TransportError("timeout")``);
+        a stale pooled connection is retried once on a fresh one (nothing reached the model,
+        so that is always safe). ``headers`` replace the defaults."""
+        url = self.base + path
+        if headers is None:
+            headers = self.headers
+        for last in (False, True):
+            try:
+                return await self._send(method, url, headers, body, read_timeout, head_timeout)
+            except TransportError as exc:
+                if exc.kind != "disconnected" or last:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        read_timeout: float | None,
+        head_timeout: float | None,
+    ) -> Response:
+        transport = self.transport
+        timed = self._timed
+        if timed is not None:  # ours: one timer, no cancel scope (part of every stream)
+            return await timed.send(
+                method, url, headers, body, read_timeout=read_timeout, head_timeout=head_timeout
+            )
+        try:
+            with anyio.fail_after(head_timeout):
+                response = await transport.send(
+                    method, url, headers, body, read_timeout=read_timeout
+                )
+        except TimeoutError:
+            raise TransportError("timeout", "no response head in time") from None
+        if Response in type(response).__mro__:
+            return response
+        return _Plain(response)  # a transport of your own, written before the defaults
+
+    async def exchange(
+        self, method: str, path: str, body: bytes | None = None, *, limit: int = 0
+    ) -> tuple[int, bytes, bool]:
+        """A small request/response exchange, bounded as a whole by ``wait_timeout``: the
+        status, the body (at most ``limit`` bytes; 0: the config's limit for its status)
+        and whether it was cut there. Raises ``TransportError`` (``"timeout"`` past the
+        bound)."""
+        try:
+            with anyio.fail_after(self.config.wait_timeout):
+                response = await self.send(method, path, body)
+                try:
+                    data, cut = await self.read_bounded(response, limit)
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise TransportError("timeout", "no answer in time") from None
+        return response.status, data, cut
+
+    def limit(self, status: int) -> int:
+        """The size bound of a whole body: ``max_body_bytes`` for a 2xx answer,
+        ``max_error_body_bytes`` for any other."""
+        config = self.config
+        return config.max_body_bytes if status < 300 else config.max_error_body_bytes
+
+    async def read_bounded(self, response: Response, limit: int = 0) -> tuple[bytes, bool]:
+        """The whole body, at most ``limit`` bytes (0: :meth:`limit`); past that, reading
+        stops (the caller closes the response, and so the connection) and the start is
+        returned, ``True`` for cut."""
+        limit = limit or self.limit(response.status)
+        pieces: list[bytes] = []
+        size = 0
+        while piece := await response.read():
+            size += len(piece)
+            pieces.append(piece)
+            if size > limit:
+                return _head(pieces, limit), True
+        return b"".join(pieces), False
+
+    # -- the client's own helpers ---------------------------------------------------------
+    async def call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        """:meth:`exchange`, with typed errors (``ConnectError``, ``WaitTimeoutError``; a
+        2xx body over ``max_body_bytes`` is a ``ProtocolError``)."""
+        try:
+            status, data, cut = await self.exchange(method, path, body)
+        except TransportError as exc:
+            what = f"{method} {path}"
+            timeout = self.config.wait_timeout
+            raise typed_error(exc.kind, f"{exc}", "call", timeout=timeout, what=what) from None
+        if cut and status < 300:
+            limit = self.config.max_body_bytes
+            raise ProtocolError(
+                f"the body of an HTTP {status} answer is longer than max_body_bytes "
+                f"({limit} bytes)",
+                data[:RAW_KEPT],
+            )
+        return status, data
+
+    def model_path(self, path: str) -> str:
+        """``path`` with ``?model=`` naming the configured model (a router proxies the GET to
+        that model's server), unchanged without one."""
+        return model_query(path, self.config.model)
+
+    async def get_json(self, path: str) -> Any:
+        """``GET path`` (with ``?model=``, see :meth:`model_path`), decoded."""
+        path = self.model_path(path)
+        status, data = await self.call("GET", path)
+        if status >= 400:
+            error = status_error(status, data)
+            hide_key(error, self.config.api_key)  # a proxy's error page may quote the headers
+            raise error
+        try:
+            return ANY_DECODER.decode(data)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else "not JSON"
+            raise ProtocolError(f"GET {path}: the answer is {why}", data) from None
+
+
+def _head(pieces: list[bytes], size: int) -> bytes:
+    """The first ``size`` bytes of ``pieces`` joined, without joining them all."""
+    kept: list[bytes] = []
+    for piece in pieces:
+        kept.append(piece[:size])
+        size -= len(kept[-1])
+        if not size:
+            break
+    return b"".join(kept)
+
+
+class _Plain(Response):
+    """A response of a transport of your own that does not subclass :class:`Response`: its
+    members, with the defaults of the ones it lacks (not ``fair_reads``, never
+    ``complete``)."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: Response) -> None:
+        self._response = response
+
+    @property
+    def status(self) -> int:
+        return self._response.status
+
+    def header(self, name: str) -> str | None:
+        return self._response.header(name)
+
+    async def read(self) -> bytes:
+        return await self._response.read()
+
+    async def aclose(self) -> None:
+        await self._response.aclose()

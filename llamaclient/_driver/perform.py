@@ -1,0 +1,228 @@
+"""Performing a turn's commands (``_turn/commands.py``) through one server's endpoint, and
+feeding each result back to the turn. This is all the I/O a turn does; every decision is
+the turn's. ``Read``, the hot path, is done by the stream itself (``_stream.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+import anyio
+
+from .._transports.base import Response, TransportError
+from .._turn.commands import (
+    Arm,
+    Call,
+    Close,
+    Command,
+    Drain,
+    Leave,
+    Line,
+    ReadAll,
+    Route,
+    Send,
+    Sleep,
+)
+from .._turn.machine import ChatTurn
+from .._turn.plan import Target
+from .._types.errors import ConnectError
+from .._types.events import ChatEvent, Routed
+from .shared import Shared, Ticket
+
+__all__ = ["Performer", "Router"]
+
+class Router(Protocol):
+    """A pool's part in a turn: ``route`` chooses its server (leaving out the index that
+    failed: ``ConnectError`` when none is left), giving its client's shared state, the
+    turn's target there and the ``Routed`` event; ``ended`` hears how the turn ended."""
+
+    async def route(self, failed: int | None) -> tuple[Shared, Target, Routed]: ...
+
+    async def ended(self, error: BaseException | None) -> None: ...
+
+
+class Performer:
+    """The I/O of one turn: the response it holds (``response``), its place in a slot's
+    line, its armed timers."""
+
+    __slots__ = ("_deadlines", "_router", "_ticket", "response", "routed", "shared")
+
+    def __init__(self, shared: Shared, router: Router | None = None) -> None:
+        self.shared = shared
+        self._router = router
+        self.routed: Routed | None = None  # a pool's turn: where it went
+        self.response: Response | None = None
+        self._ticket: Ticket | None = None
+        self._deadlines: dict[str, float] = {}
+
+    async def perform(self, turn: ChatTurn, command: Command) -> Sequence[ChatEvent]:
+        """Do ``command`` (anything but ``Read`` and ``Done``) and feed its result to
+        ``turn``; the events that input gives back."""
+        do: Any = _DO[type(command)]
+        events: Sequence[ChatEvent] = await do(self, turn, command)
+        return events
+
+    async def _send(self, turn: ChatTurn, command: Send) -> Sequence[ChatEvent]:
+        endpoint = self.shared.endpoint
+        headers = endpoint.headers
+        if command.headers:
+            headers = {**headers, **dict(command.headers)}
+        try:
+            response = await endpoint.send(
+                command.method,
+                command.path,
+                command.body,
+                read_timeout=command.stall,
+                head_timeout=command.wait,
+                headers=headers,
+            )
+        except TransportError as exc:
+            return turn.failed(exc.kind, f"{exc}")
+        self.response = response
+        return turn.opened(response.status, response.header)
+
+    async def _read_all(self, turn: ChatTurn, command: ReadAll) -> Sequence[ChatEvent]:
+        response = self._take()
+        stall = self.shared.endpoint.config.stall_timeout
+        try:
+            with anyio.fail_after(stall):  # a body that stops half-way never hangs the turn
+                data, cut = await self.shared.endpoint.read_bounded(response, command.limit)
+        except TransportError as exc:
+            return turn.failed(exc.kind, f"{exc}")
+        except TimeoutError:
+            return turn.failed("stall", "the body stopped half-way")
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+        return turn.body(data, cut)
+
+    async def _drain(self, turn: ChatTurn, command: Drain) -> Sequence[ChatEvent]:
+        response = self._take()
+        if not response.complete:
+            with anyio.move_on_after(command.seconds):
+                try:
+                    while await response.read():
+                        pass
+                except TransportError:
+                    pass
+        with anyio.CancelScope(shield=True):
+            await response.aclose()
+        return turn.performed()
+
+    async def _call(self, turn: ChatTurn, command: Call) -> Sequence[ChatEvent]:
+        if command.quiet is not None:
+            return await self._quiet(turn, command, command.quiet)
+        endpoint, lookups = self.shared.endpoint, self.shared.lookups
+
+        def exchange() -> Awaitable[tuple[int, bytes, bool]]:
+            return endpoint.exchange(
+                command.method, command.path, command.body, limit=command.limit
+            )
+
+        try:
+            with anyio.move_on_after(self._left(command.bound)) as scope:
+                if command.shared:
+                    key = (command.method, command.path)
+                    status, data, _ = await lookups.run(key, exchange)
+                else:
+                    status, data, _ = await exchange()
+        except TransportError as exc:
+            return turn.failed(exc.kind, f"{exc}")
+        if scope.cancelled_caught:
+            assert command.bound is not None
+            return turn.fired(command.bound)
+        return turn.answered(status, data)
+
+    async def _quiet(self, turn: ChatTurn, command: Call, seconds: float) -> Sequence[ChatEvent]:
+        """A call of the cleanup (the cancel of a generation): bounded, shielded from the
+        caller's cancellation, never raising."""
+        endpoint = self.shared.endpoint
+        with anyio.CancelScope(shield=True), anyio.move_on_after(seconds):
+            try:
+                status, _, _ = await endpoint.exchange(command.method, command.path)
+            except Exception:  # best effort, inside the cleanup
+                return turn.failed("read", "no answer")
+            return turn.answered(status, b"")
+        return turn.failed("timeout", "no answer in time")
+
+    async def _sleep(self, turn: ChatTurn, command: Sleep) -> Sequence[ChatEvent]:
+        with anyio.move_on_after(self._left(command.bound)) as scope:
+            await anyio.sleep(command.seconds)
+        if scope.cancelled_caught:
+            assert command.bound is not None
+            return turn.fired(command.bound)
+        return turn.woke()
+
+    async def _arm(self, turn: ChatTurn, command: Arm) -> Sequence[ChatEvent]:
+        self._deadlines[command.timer] = anyio.current_time() + command.seconds
+        return turn.performed()
+
+    def _left(self, timer: str | None) -> float:
+        """Seconds until the armed ``timer`` fires (inf: none)."""
+        deadline = self._deadlines.get(timer) if timer is not None else None
+        return float("inf") if deadline is None else deadline - anyio.current_time()
+
+    async def _line(self, turn: ChatTurn, command: Line) -> Sequence[ChatEvent]:
+        lines = self.shared.lines
+        ticket = self._ticket
+        if ticket is None:
+            ticket = self._ticket = lines.join(command.slot)
+        ahead = await lines.moved(command.slot, ticket, command.ahead)
+        released = lines.released_ago(command.slot) if ahead == 0 else None
+        return turn.line(ahead, released)
+
+    async def _leave(self, turn: ChatTurn, command: Leave) -> Sequence[ChatEvent]:
+        self.leave(command.slot)
+        return turn.performed()
+
+    def leave(self, slot: int) -> None:
+        ticket, self._ticket = self._ticket, None
+        if ticket is not None:
+            self.shared.lines.leave(slot, ticket)
+
+    async def _route(self, turn: ChatTurn, command: Route) -> Sequence[ChatEvent]:
+        assert self._router is not None
+        try:
+            shared, target, event = await self._router.route(command.failed)
+        except ConnectError as exc:
+            return turn.failed("connect", f"{exc}")
+        self.shared = shared
+        self.routed = event
+        return turn.routed(target, event)
+
+    async def ended(self, error: BaseException | None) -> None:
+        """The turn is over (``error``: what ended it): a pool hears it."""
+        if self._router is not None:
+            await self._router.ended(error)
+
+    async def _close(self, turn: ChatTurn, command: Close) -> Sequence[ChatEvent]:
+        await self.release()
+        return turn.performed()
+
+    async def release(self) -> None:
+        """Close the response the turn holds, if any (shielded: part of every cleanup)."""
+        response = self.response
+        if response is not None:
+            self.response = None
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+    def _take(self) -> Response:
+        response = self.response
+        assert response is not None
+        self.response = None
+        return response
+
+
+_DO: dict[type, Callable[..., Awaitable[Sequence[ChatEvent]]]] = {
+    Send: Performer._send,
+    ReadAll: Performer._read_all,
+    Drain: Performer._drain,
+    Call: Performer._call,
+    Sleep: Performer._sleep,
+    Arm: Performer._arm,
+    Line: Performer._line,
+    Leave: Performer._leave,
+    Route: Performer._route,
+    Close: Performer._close,
+}

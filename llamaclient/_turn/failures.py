@@ -1,0 +1,69 @@
+"""The one place a transport failure becomes a typed error.
+
+Every HTTP stack reports a :class:`~llamaclient._transports.base.TransportError` whose
+``kind`` says how far the request got (``connect``, ``disconnected``, ``timeout``,
+``protocol``, ``read``, ``stall``); what that means for the caller depends on where the turn
+was, and is decided here only (after httpx's ``map_httpcore_exceptions``):
+
+============  =====================  ========================  ==========================
+kind          opening a stream       streaming a body          a small exchange, a body
+============  =====================  ========================  ==========================
+connect       ConnectError (retry)   StreamClosedEarlyError    ConnectError
+timeout       WaitTimeoutError       WaitTimeoutError          WaitTimeoutError
+protocol      ProtocolError          ProtocolError             ConnectError / Protocol
+stall         StalledError           StalledError              StalledError
+read, other   (unanswered: resume)   StreamClosedEarlyError    ConnectError
+============  =====================  ========================  ==========================
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .._types.completion import Completion
+from .._types.errors import (
+    ConnectError,
+    InferError,
+    ProtocolError,
+    StalledError,
+    StreamClosedEarlyError,
+    WaitTimeoutError,
+)
+
+__all__ = ["Where", "typed_error"]
+
+Where = Literal["open", "stream", "call", "body"]
+
+
+def typed_error(
+    kind: str,
+    message: str,
+    where: Where,
+    *,
+    timeout: float | None = None,
+    what: str = "",
+    partial: Completion | None = None,
+) -> InferError:
+    """The typed error for a transport failure of ``kind`` (``message``: the transport's
+    own text, never a third-party repr) at ``where``. ``timeout`` is the bound that ran out
+    (a ``timeout`` or ``stall``), ``what`` the exchange (``"GET /slots"``)."""
+    if kind == "timeout":
+        if where == "call":
+            return WaitTimeoutError(f"{what}: no answer within {timeout} s")
+        return WaitTimeoutError(f"no response headers within {timeout} s")
+    if kind == "stall":
+        during = "while streaming" if where == "stream" else "while reading a response body"
+        return StalledError(f"no bytes for {timeout} s {during}", partial=partial)
+    if where == "call":
+        return ConnectError(f"{what}: {message}")
+    if kind == "protocol":
+        if where == "stream":
+            why = f"the response broke HTTP/1.1 framing ({message})"
+        else:
+            why = f"the response is not valid HTTP/1.1 ({message})"
+        return ProtocolError(why, partial=partial)
+    if kind == "connect" and where == "open":
+        return ConnectError(message)
+    if where == "open":
+        return StreamClosedEarlyError(f"no response: {message}")
+    return StreamClosedEarlyError(f"the stream broke: {message}", partial=partial)

@@ -1,0 +1,28 @@
+"""What a client has learnt about its server, shared by all of its turns. Pure data: the
+turns read and write it; the driver only hands it over."""
+
+from __future__ import annotations
+
+from .._types.server import Modalities
+
+__all__ = ["Known"]
+
+
+class Known:
+    """Facts learnt once per client (None: not learnt yet).
+
+    - ``resume``: the server has resumable streams (``GET /v1/stream`` answered, or the
+      lookup route said so); False once a 404, 405 or 501 showed it has none.
+    - ``router``: ``GET /models`` came from a llama-server router; False: a plain server,
+      or one without ``/models``.
+    - ``media_known``/``modalities``: ``/props`` was asked for the input modalities (None
+      modalities: it could not say, so nothing is checked).
+    """
+
+    __slots__ = ("media_known", "modalities", "resume", "router")
+
+    def __init__(self) -> None:
+        self.resume: bool | None = None
+        self.router: bool | None = None
+        self.media_known = False
+        self.modalities: Modalities | None = None
