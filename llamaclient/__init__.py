@@ -5,7 +5,7 @@ from ._client import Client
 from ._pool import Pool, PoolStream
 from ._protocol.assembler import Assembler
 from ._protocol.body import build_body
-from ._stream import ChatStream, StreamState
+from ._stream import ChatStream
 from ._transports.base import Response, Transport, TransportError
 from ._types.completion import Completion, FinishReason, Timings, Usage
 from ._types.config import Config
@@ -66,6 +66,7 @@ from ._types.models import ModelInfo
 from ._types.openai import from_openai, to_openai
 from ._types.request import ChatRequest
 from ._types.server import GenerationSettings, Modalities, Props, Slot, TemplateCaps
+from ._types.state import StreamState
 
 __version__ = "0.1.0"
 

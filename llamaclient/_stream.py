@@ -9,43 +9,27 @@ once, so the server frees the slot.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import anyio
-import msgspec
 
 from ._arguments.output import OutputDecoder
 from ._arguments.routing import LiveArguments
 from ._arguments.stream import ArgumentStream
 from ._driver.finalize import schedule
 from ._driver.perform import Performer
-from ._transports.base import TransportError
+from ._transports.base import Response, TransportError
 from ._turn.commands import READ
 from ._turn.machine import ChatTurn
-from ._types.completion import Completion, Usage
-from ._types.events import ChatEvent, Content, Reasoning, Routed, ToolCallDelta
+from ._types.completion import Completion
+from ._types.events import ChatEvent, Routed
 from ._types.request import ChatRequest
+from ._types.state import StreamState, why_unfinished
 
-__all__ = ["EMPTY", "ChatStream", "StreamState"]
+__all__ = ["ChatStream", "StreamState"]
 
 _FAIRNESS_EVENTS = 32
-
-
-class StreamState(enum.StrEnum):
-    """Where a :class:`ChatStream` is (``stream.state``)."""
-
-    PENDING = "pending"
-    """Not iterated yet: no request was sent."""
-    STREAMING = "streaming"
-    """Iterated, not ended yet."""
-    FINISHED = "finished"
-    """Ended with a finish reason: ``stream.completion`` is the answer."""
-    STOPPED = "stopped"
-    """Ended early by you: ``aclose()``, leaving ``async with``, or cancelling the task."""
-    FAILED = "failed"
-    """Ended by an error (``stream.error``)."""
 
 
 class ChatStream:
@@ -77,7 +61,8 @@ class ChatStream:
         self._batch: Sequence[ChatEvent] = ()
         self._pos = 0
         self._served = 0
-        self._fair = False  # the response's reads are fair (see Response.fair_reads)
+        self._response: Response | None = None  # the one the turn reads (io's)
+        self._fair = False  # its reads are fair (see Response.fair_reads)
         self._started = False
         self._running = False  # a task is inside __anext__
         self._stopping = False  # aclose() from another task: end quietly
@@ -104,25 +89,8 @@ class ChatStream:
         arrived."""
         completion = self._turn.completion
         if completion is None or not self._ended:
-            raise RuntimeError(self._why_no_completion())
+            raise RuntimeError(why_unfinished(self.state, self.error))
         return completion
-
-    def _why_no_completion(self) -> str:
-        state = self.state
-        if state is StreamState.PENDING:
-            return "the stream has not been iterated yet: iterate it to the end first"
-        if state is StreamState.STREAMING:
-            return "the stream has not finished yet: iterate it to the end first"
-        if state is StreamState.STOPPED:
-            return (
-                "the stream has not finished: it was stopped (closed or cancelled); "
-                "stream.partial has what arrived"
-            )
-        error = self.error
-        return (
-            f"the stream has not finished: it failed with {type(error).__name__}: {error}; "
-            "stream.partial has what arrived"
-        )
 
     @property
     def state(self) -> StreamState:
@@ -156,10 +124,7 @@ class ChatStream:
         completion = turn.completion
         if completion is not None:
             return completion
-        partial = turn.partial()
-        if partial is None:
-            return EMPTY
-        return _without(partial, self._batch[self._pos :])
+        return turn.partial_seen(self._batch[self._pos :])
 
     def output(self) -> Any:
         """The typed output decoded so far, as plain dicts and lists (None before its ``{``;
@@ -201,53 +166,48 @@ class ChatStream:
             self._served = 0
             await self._checkpoint()
         batch, pos = self._batch, self._pos
-        if pos < len(batch):
-            self._pos = pos + 1
-            return batch[pos]
-        return await self._next()
-
-    async def _next(self) -> ChatEvent:
-        """Run the turn to its next events: perform its commands and feed them back."""
-        turn = self._turn
-        self._running = self._started = True
-        try:
-            while True:
-                if turn.command is READ:
-                    events = await self._read(turn)
-                elif turn.done:
-                    raise await self._end()
+        while pos >= len(batch):  # run the turn to its next events
+            turn = self._turn
+            self._running = self._started = True
+            if turn.command is READ:  # the hot path: one read, one call into the turn
+                try:
+                    chunk = await self._response.read()  # type: ignore[union-attr]
+                except TransportError as exc:
+                    batch = self._broke(turn, exc)
+                except BaseException:
+                    await self._abandon()
+                    raise
                 else:
-                    events = await self._perform(turn)
-                if events:
-                    self._batch = events
-                    self._pos = 1
-                    return events[0]
-        finally:
+                    batch = turn.data(chunk)
+                    if self._fair:  # the count starts again with each read (fair_reads)
+                        self._served = 1
+            else:
+                batch = await self._step(turn)
             self._running = False
+            pos = 0
+        self._batch = batch
+        self._pos = pos + 1
+        return batch[pos]
 
-    async def _read(self, turn: ChatTurn) -> Sequence[ChatEvent]:
-        response = self._io.response
-        assert response is not None
-        try:
-            chunk = await response.read()
-        except TransportError as exc:
-            if self._stopping:  # aclose() from another task closed the response
-                turn.stop()
-                return ()
-            return turn.failed(exc.kind, f"{exc}")
-        except BaseException:
-            await self._abandon()
-            raise
-        if response.fair_reads:  # the count starts again with each read (see fair_reads)
-            self._served = 1
-        return turn.data(chunk)
+    def _broke(self, turn: ChatTurn, exc: TransportError) -> Sequence[ChatEvent]:
+        if self._stopping:  # aclose() from another task closed the response
+            turn.stop()
+            return ()
+        return turn.failed(exc.kind, f"{exc}")
 
-    async def _perform(self, turn: ChatTurn) -> Sequence[ChatEvent]:
+    async def _step(self, turn: ChatTurn) -> Sequence[ChatEvent]:
+        """Any command but ``Read``: performed, its result fed back; at ``Done``, the end."""
+        if turn.done:
+            self._running = False
+            raise await self._end()
         try:
             events = await self._io.perform(turn, turn.command)
         except BaseException:
+            self._running = False
             await self._abandon()
             raise
+        response = self._response = self._io.response
+        self._fair = response is not None and response.fair_reads
         if self._stopping and not turn.closing:
             turn.stop()
             return ()
@@ -323,43 +283,3 @@ async def _close(turn: ChatTurn, io: Performer) -> None:
     while not turn.done:
         await io.perform(turn, turn.command)
     await io.ended(turn.error)
-
-
-EMPTY = Completion(
-    id="",
-    model=None,
-    content=None,
-    reasoning_content=None,
-    tool_calls=(),
-    finish_reason=None,
-    timings=None,
-    usage=Usage(),
-)
-
-
-def _without(partial: Completion, unseen: Sequence[ChatEvent]) -> Completion:
-    """``partial`` minus the events the consumer has not received yet (the rest of the
-    current batch): they are a suffix of the stream, so their text is a suffix of each field.
-    A call whose first piece is unseen is dropped (with the calls after it)."""
-    if not unseen:
-        return partial
-    content, reasoning = partial.content or "", partial.reasoning_content or ""
-    calls = list(partial.tool_calls)
-    for event in reversed(unseen):
-        if isinstance(event, Content):
-            content = content[: len(content) - len(event.text)]
-        elif isinstance(event, Reasoning):
-            reasoning = reasoning[: len(reasoning) - len(event.text)]
-        elif isinstance(event, ToolCallDelta) and event.index < len(calls):
-            call = calls[event.index]
-            arguments = call.arguments[: len(call.arguments) - len(event.arguments)]
-            if event.name is not None and not arguments:  # its first piece
-                del calls[event.index :]
-            else:
-                calls[event.index] = msgspec.structs.replace(call, arguments=arguments)
-    return msgspec.structs.replace(
-        partial,
-        content=content or None,
-        reasoning_content=reasoning or None,
-        tool_calls=tuple(calls),
-    )

@@ -92,8 +92,7 @@ class Performer:
         except TimeoutError:
             return turn.failed("stall", "the body stopped half-way")
         finally:
-            with anyio.CancelScope(shield=True):
-                await response.aclose()
+            await _closed(response)
         return turn.body(data, cut)
 
     async def _drain(self, turn: ChatTurn, command: Drain) -> Sequence[ChatEvent]:
@@ -105,8 +104,7 @@ class Performer:
                         pass
                 except TransportError:
                     pass
-        with anyio.CancelScope(shield=True):
-            await response.aclose()
+        await _closed(response)
         return turn.performed()
 
     async def _call(self, turn: ChatTurn, command: Call) -> Sequence[ChatEvent]:
@@ -204,14 +202,25 @@ class Performer:
         response = self.response
         if response is not None:
             self.response = None
-            with anyio.CancelScope(shield=True):
-                await response.aclose()
+            await _closed(response)
 
     def _take(self) -> Response:
         response = self.response
         assert response is not None
         self.response = None
         return response
+
+
+async def _closed(response: Response) -> None:
+    """Release ``response`` (part of every cleanup): cancelled on the way, it is released
+    again, shielded. (Ours releases without awaiting anything; a shield on every release
+    would cost a cancel scope per stream.)"""
+    try:
+        await response.aclose()
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await response.aclose()
+        raise
 
 
 _DO: dict[type, Callable[..., Awaitable[Sequence[ChatEvent]]]] = {

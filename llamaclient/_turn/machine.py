@@ -23,9 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._types.completion import Completion
+import msgspec
+
+from .._types.completion import Completion, Usage
 from .._types.errors import InferError, ResumeError
-from .._types.events import ChatEvent, Routed
+from .._types.events import ChatEvent, Content, Reasoning, Routed, ToolCallDelta
 from .before import media, models, slot_line
 from .commands import Command, Done
 from .opening import Opening, stream
@@ -33,9 +35,28 @@ from .phase import Closing, Context, Header, Phase, Routing
 from .plan import Plan, Target
 from .resuming import Resuming
 
-__all__ = ["ChatTurn"]
+__all__ = ["EMPTY", "ChatTurn"]
 
 _NONE: Sequence[ChatEvent] = ()
+
+
+def _stages(ctx: Context) -> Phase:
+    """The way through a turn, from its first stage (again after a pool's failover). A
+    function of the context only: nothing it makes refers back to the turn, so a finished
+    turn is freed by reference counting, not left to the cyclic garbage collector."""
+    if ctx.plan.reattach:
+        return Resuming(
+            ctx,
+            streamed=lambda: stream(ctx),
+            unsupported=lambda: ctx.fail(ResumeError("this server has no resumable streams")),
+            gone=lambda why: ctx.fail(ResumeError(why)),
+            event=None,
+        )
+
+    def send() -> Phase:
+        return Opening(ctx)
+
+    return media(ctx, lambda: models(ctx, lambda: slot_line(ctx, send)))
 
 
 class ChatTurn:
@@ -46,26 +67,9 @@ class ChatTurn:
     __slots__ = ("_ctx", "_phase", "command")
 
     def __init__(self, plan: Plan, target: Target) -> None:
-        self._ctx = ctx = Context(plan, target, self._stages)
-        self._phase: Phase = Routing(ctx) if plan.pooled else self._stages()
+        self._ctx = ctx = Context(plan, target, _stages)
+        self._phase: Phase = Routing(ctx) if plan.pooled else _stages(ctx)
         self.command: Command = self._phase.command
-
-    def _stages(self) -> Phase:
-        """The way through a turn, from its first stage (again after a pool's failover)."""
-        ctx = self._ctx
-        if ctx.plan.reattach:
-            return Resuming(
-                ctx,
-                streamed=lambda: stream(ctx),
-                unsupported=lambda: ctx.fail(ResumeError("this server has no resumable streams")),
-                gone=lambda why: ctx.fail(ResumeError(why)),
-                event=None,
-            )
-
-        def send() -> Phase:
-            return Opening(ctx)
-
-        return media(ctx, lambda: models(ctx, lambda: slot_line(ctx, send)))
 
     # -- inputs ------------------------------------------------------------------------------
     def data(self, chunk: bytes) -> list[ChatEvent]:
@@ -170,6 +174,12 @@ class ChatTurn:
         """What arrived so far (None before any chunk): exactly what the events showed."""
         return self._ctx.partial()
 
+    def partial_seen(self, unseen: Sequence[ChatEvent]) -> Completion:
+        """:meth:`partial` without the events the consumer has not taken yet (``unseen``,
+        the rest of the batch it is reading); before any chunk, an empty Completion."""
+        partial = self._ctx.partial()
+        return EMPTY if partial is None else _without(partial, unseen)
+
     @property
     def thinking_capped(self) -> bool:
         return self._ctx.capped
@@ -192,3 +202,43 @@ class ChatTurn:
     @property
     def context(self) -> Context:
         return self._ctx
+
+
+EMPTY = Completion(
+    id="",
+    model=None,
+    content=None,
+    reasoning_content=None,
+    tool_calls=(),
+    finish_reason=None,
+    timings=None,
+    usage=Usage(),
+)
+
+
+def _without(partial: Completion, unseen: Sequence[ChatEvent]) -> Completion:
+    """``partial`` minus the events the consumer has not received yet (the rest of the
+    current batch): they are a suffix of the stream, so their text is a suffix of each field.
+    A call whose first piece is unseen is dropped (with the calls after it)."""
+    if not unseen:
+        return partial
+    content, reasoning = partial.content or "", partial.reasoning_content or ""
+    calls = list(partial.tool_calls)
+    for event in reversed(unseen):
+        if isinstance(event, Content):
+            content = content[: len(content) - len(event.text)]
+        elif isinstance(event, Reasoning):
+            reasoning = reasoning[: len(reasoning) - len(event.text)]
+        elif isinstance(event, ToolCallDelta) and event.index < len(calls):
+            call = calls[event.index]
+            arguments = call.arguments[: len(call.arguments) - len(event.arguments)]
+            if event.name is not None and not arguments:  # its first piece
+                del calls[event.index :]
+            else:
+                calls[event.index] = msgspec.structs.replace(call, arguments=arguments)
+    return msgspec.structs.replace(
+        partial,
+        content=content or None,
+        reasoning_content=reasoning or None,
+        tool_calls=tuple(calls),
+    )

@@ -92,8 +92,10 @@ class Opening(Phase):
         """The body of a non-2xx answer (a body over ``max_error_body_bytes`` is cut there:
         the error holds its start)."""
         ctx = self.ctx
-        ctx.open = False
         status = self._status
+        if not status:
+            self._unexpected("body")
+        ctx.open = False
         if is_loading(status, data):
             return HealthWait(ctx, lambda: Opening(ctx, self._attempt, self._reached))
         if status in RETRYABLE_STATUS and self._attempt < ctx.config.max_retries:

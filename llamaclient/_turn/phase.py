@@ -47,6 +47,7 @@ _LOAD_DELAY = (0.05, 2.0)  # the /health polls of a loading wait: first delay, c
 Header = Callable[[str], "str | None"]
 """A response's headers: ``header("content-type")`` (any case), None when absent."""
 Next = Callable[[], "Phase"]
+Stages = Callable[["Context"], "Phase"]
 
 
 class TurnError(RuntimeError):
@@ -87,7 +88,7 @@ class Context:
         "waited",
     )
 
-    def __init__(self, plan: Plan, target: Target, stages: Next) -> None:
+    def __init__(self, plan: Plan, target: Target, stages: Stages) -> None:
         self.plan = plan
         self.stages = stages  # the machine's way through a turn, from its first stage
         self.config: Config = target.config
@@ -319,10 +320,6 @@ class Closing(Phase):
         self._left = rest
         return self
 
-    @property
-    def done(self) -> bool:
-        return isinstance(self.command, Done)
-
 
 class Routing(Phase):
     """A pool's turn chooses its server (again, after ``failed`` could not be reached: what
@@ -351,7 +348,7 @@ class Routing(Phase):
         ctx = self.ctx
         ctx.aim(target)
         ctx.emit(event)
-        return ctx.stages()
+        return ctx.stages(ctx)
 
     def failed(self, kind: str, message: str) -> Phase:
         return Closing(self.ctx, None, ConnectError(message))  # no server left to try

@@ -116,8 +116,10 @@ class Resuming(Phase):
 
     def body(self, data: bytes, truncated: bool) -> Phase:
         ctx = self.ctx
-        ctx.open = False
         status = self._status
+        if not status:
+            self._unexpected("body")
+        ctx.open = False
         if status in _UNSUPPORTED:
             ctx.known.resume = False
             return self._unsupported()

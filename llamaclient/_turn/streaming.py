@@ -38,12 +38,14 @@ class Streaming(Phase):
     """Reading the body of a streamed answer. ``after`` is set when a read ended this phase
     (the machine moves on once the read's events are out)."""
 
-    __slots__ = ("_at", "_breaks", "_pending", "after", "decoder", "tokens")
+    __slots__ = ("_asm", "_at", "_breaks", "_pending", "_processors", "after", "decoder", "tokens")
     name = "streaming"
 
     def __init__(self, ctx: Context, breaks: Breaks | None) -> None:
         super().__init__(ctx, READ)
         self.decoder = SSEDecoder(ctx.config.max_event_bytes)
+        self._asm = ctx.asm
+        self._processors = ctx.plan.processors  # the list itself: the driver may add to it
         self._breaks = breaks
         self.after: Phase | None = None
         self._pending: list[bytes] = []  # payloads of a read not pushed yet (a budget call)
@@ -61,7 +63,7 @@ class Streaming(Phase):
         if ctx.budget is not None:
             self._pending, self._at = payloads, 0
             return self._push(chunk)
-        asm = ctx.asm
+        asm = self._asm
         events: list[ChatEvent] = []
         failure: InferError | None = None
         try:
@@ -74,9 +76,8 @@ class Streaming(Phase):
         except InferError as exc:
             if not asm.is_done:  # after [DONE] nothing counts: a later read is never taken
                 failure = exc
-        processors = ctx.plan.processors
-        if processors:
-            for process in processors:
+        if self._processors:
+            for process in self._processors:
                 events = process(events)
         if failure is not None or not chunk or asm.is_done:
             self._end(chunk, failure)
