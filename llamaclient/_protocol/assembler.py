@@ -10,7 +10,8 @@ Rules (the tests check each one):
    text gives no event. When a piece for a new tool call arrives, the previous call is final:
    ``ToolCallDone`` for it comes before the new call's ``ToolCallDelta``; the remaining calls get
    their ``ToolCallDone`` after the payload that carries the finish reason.
-2. ``content``/``reasoning_content`` are the concatenation of the event texts (None if there was
+2. The completion ``id`` is the first non-empty one (Azure sends ``""`` first).
+   ``content``/``reasoning_content`` are the concatenation of the event texts (None if there was
    none). Thinking sent as ``reasoning`` (vLLM, Groq, OpenRouter) is ``Reasoning`` too, and
    ``reasoning_field`` remembers the name, so ``message()`` sends it back under it (a delta
    with both names counts ``reasoning_content`` only). A tool call's ``arguments`` is the
@@ -221,7 +222,7 @@ class Assembler:
         """What every payload that is applied tells about the stream: the first id, the
         latest model and timings."""
         self._seen = True
-        if self._id is None:
+        if not self._id:  # "" is no id: Azure's content-filter chunk comes first under id ""
             self._id = chunk.id
         if chunk.model is not None:
             self._model = chunk.model

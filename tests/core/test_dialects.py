@@ -19,6 +19,7 @@ from llamaclient import (
     Content,
     FinishReason,
     HTTPStatusError,
+    ProtocolError,
     Reasoning,
     ServerError,
     StreamClosedEarlyError,
@@ -271,3 +272,26 @@ def test_draft_timings_are_kept() -> None:
 def test_no_draft_no_acceptance() -> None:
     assert Timings(predicted_n=3).draft_acceptance is None
     assert Timings(draft_n=0, draft_n_accepted=0).draft_acceptance is None
+
+
+# -- 6. an empty id is no id ----------------------------------------------------------------
+# Azure OpenAI's first chunk carries only the prompt's content-filter results, under id "" and
+# model "" (recorded in tests/peers/vercel-ai/azure_model_router); the real id comes after.
+AZURE_FILTER = {"choices": [], "created": 0, "id": "", "model": "", "object": "",
+                "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}]}
+
+
+def test_an_empty_id_is_no_id_and_the_first_real_one_names_the_completion() -> None:
+    body = sse(AZURE_FILTER, chunk({"content": "Capital"}), chunk({}, finish="stop"))
+    completion = completion_of(body)
+    assert completion.id == chunk()["id"]
+    assert completion.model == chunk()["model"]
+    assert completion.content == "Capital"
+
+
+def test_a_stream_whose_every_id_is_empty_still_has_no_id() -> None:
+    body = sse(dict(chunk({"content": "4"}, finish="stop"), id=""))
+    with pytest.raises(ProtocolError, match="no chunk carried a completion id") as info:
+        completion_of(body)
+    assert info.value.partial is not None
+    assert info.value.partial.content == "4"
