@@ -62,8 +62,9 @@ class ToolCall(msgspec.Struct, frozen=True):
 
     def invoke(self, fn: Callable[..., R]) -> R:
         """Call ``fn`` with the arguments, converted to its parameters' type hints (the tool
-        :meth:`ToolSchema.from_function` made): ``fn(**arguments)``. An ``async`` function
-        returns its coroutine. Raises :class:`OutputError` when the arguments do not fit."""
+        :meth:`ToolSchema.from_function` made; a pydantic model parameter gets an instance
+        of its model): ``fn(**arguments)``. An ``async`` function returns its coroutine.
+        Raises :class:`OutputError` when the arguments do not fit."""
         spec, _ = function_type(fn)
         params = self._convert(spec)
         return fn(**msgspec.structs.asdict(params))
@@ -100,8 +101,11 @@ class ToolSchema(msgspec.Struct, frozen=True):
     @classmethod
     def from_function(cls, fn: Callable[..., Any]) -> ToolSchema:
         """A tool for the function ``fn``: its name, its docstring as the description, and
-        its parameters from the signature's type hints (through msgspec; a parameter without
-        a default is required). Run a call with ``ToolCall.invoke(fn)``."""
+        its parameters from the signature's type hints (through msgspec, and a pydantic
+        model parameter through its model; a parameter without a default is required).
+        A Google-style ``Args:`` section gives each parameter its ``description``, and the
+        tool's description is the docstring without its ``Args:``/``Returns:`` sections.
+        Run a call with ``ToolCall.invoke(fn)``."""
         spec, doc = function_type(fn)
         return cls(fn.__name__, doc, spec.schema)
 

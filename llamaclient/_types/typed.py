@@ -1,8 +1,9 @@
 """Output types: how a user's type becomes a JSON Schema, and JSON text becomes that type.
 
 A type is a ``msgspec.Struct``, a dataclass, a ``TypedDict`` (or anything else msgspec can
-convert to), a pydantic ``BaseModel`` (recognised by its methods: pydantic is never imported
-here), or a plain JSON Schema ``dict``, whose output is the decoded JSON value.
+convert to), a pydantic ``BaseModel`` (recognised by its methods: pydantic is imported only
+for a tool parameter whose type holds a model inside another, ``Item | None``, when it is
+loaded already), or a plain JSON Schema ``dict``, whose output is the decoded JSON value.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
-__all__ = ["OutputInvalid", "OutputType", "function_type", "output_type", "refused"]
+__all__ = [
+    "OutputInvalid",
+    "OutputType",
+    "docstring_parts",
+    "function_type",
+    "output_type",
+    "refused",
+]
 
 T = TypeVar("T")
 
@@ -180,24 +188,162 @@ def _resolve(node: Any, defs: Mapping[str, Any], seen: frozenset[str]) -> Any:
 
 # ---- tools from functions ------------------------------------------------------------------
 
+# Google-style docstring sections: the parameters' descriptions come from the first kind, and
+# none of them goes into the tool's description (the model gets the parameters' schema, and
+# what the function returns or raises is nothing it can use).
+_ARGS = frozenset({"Args", "Arguments", "Parameters", "Params"})
+_DROPPED = _ARGS | {"Returns", "Return", "Yields", "Yield", "Raises"}
+_SECTION = re.compile(r"^(?P<name>[A-Z][A-Za-z ]*):\s*$")
+_ENTRY = re.compile(r"^\**(?P<name>\w+)\s*(?:\([^)]*\))?\s*:\s*(?P<text>.*)$")
+
+
+def docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
+    """A Google-style docstring (as ``inspect.getdoc`` gives it) split into the description
+    without its ``Args:``, ``Returns:``, ``Yields:`` and ``Raises:`` sections, and the
+    ``Args:`` entries by parameter name (continuation lines joined with spaces)."""
+    kept: list[str] = []
+    args: dict[str, str] = {}
+    lines = doc.splitlines()
+    i = 0
+    while i < len(lines):
+        head = _SECTION.match(lines[i])
+        if head is None or head["name"] not in _DROPPED:
+            kept.append(lines[i])
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and (not lines[end].strip() or lines[end][:1].isspace()):
+            end += 1
+        if head["name"] in _ARGS:
+            args.update(_arg_entries(lines[i + 1 : end]))
+        i = end
+    return "\n".join(kept).strip(), args
+
+
+def _arg_entries(body: list[str]) -> dict[str, str]:
+    """``name (type): text`` entries, each continued by the lines indented deeper than it."""
+    entries: dict[str, list[str]] = {}
+    indent: int | None = None
+    current: list[str] | None = None
+    for line in body:
+        if not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        indent = depth if indent is None else indent
+        entry = _ENTRY.match(line.strip()) if depth <= indent else None
+        if entry is not None:
+            current = entries.setdefault(entry["name"], [])
+            current.append(entry["text"].strip())
+        elif current is not None:
+            current.append(line.strip())
+    return {name: " ".join(t for t in texts if t) for name, texts in entries.items()}
+
+
+def _mentions_pydantic(hint: Any) -> bool:
+    return _is_pydantic(hint) or any(_mentions_pydantic(a) for a in typing.get_args(hint))
+
+
+def _pydantic_param(hint: Any) -> OutputType[Any] | None:
+    """The output type of a parameter that is (or holds) a pydantic model, through pydantic
+    itself: msgspec cannot describe or convert one. None for any other parameter."""
+    if not _mentions_pydantic(hint):
+        return None
+    if _is_pydantic(hint):
+        return _type_output(hint)
+    import pydantic  # a hint names a pydantic model, so pydantic is installed
+
+    adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(hint)
+    schema = _inline(adapter.json_schema())
+    return OutputType("parameter", schema, adapter.validate_json, adapter.validate_python)
+
+
+def _json_default(value: Any) -> Any:
+    """A parameter's default as JSON for its schema (a pydantic model is dumped)."""
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else msgspec.to_builtins(value)
+
+
+def _const(value: Any) -> Callable[[], Any]:
+    return lambda: value
+
+
+class _Tool:
+    """A function's parameters: a Struct of them for msgspec, with each pydantic parameter
+    typed ``Any`` there, and validated by its model once msgspec has decoded the rest."""
+
+    def __init__(self, fn: Callable[..., Any], args: Mapping[str, str]) -> None:
+        hints = typing.get_type_hints(fn)
+        fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+        self.models: dict[str, tuple[OutputType[Any], Any]] = {}
+        for param in inspect.signature(fn).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+                raise TypeError(
+                    f"{fn.__name__}: parameter {param.name!r} cannot be a tool argument"
+                )
+            hint, default = hints.get(param.name, Any), param.default
+            model = _pydantic_param(hint)
+            if model is not None:
+                self.models[param.name] = (model, default)
+                hint = Any
+                if default is not param.empty:  # msgspec cannot write a model in a schema
+                    default = msgspec.field(default_factory=_const(default))
+            if default is param.empty:
+                fields.append((param.name, hint))
+            else:
+                fields.append((param.name, hint, default))
+        self.struct = msgspec.defstruct(fn.__name__, fields, kw_only=True)
+        self.decoder = msgspec.json.Decoder(self.struct)
+        self.schema = self._schema(args)
+
+    def _schema(self, args: Mapping[str, str]) -> dict[str, Any]:
+        schema = {k: v for k, v in _type_output(self.struct).schema.items() if k != "title"}
+        properties = dict(schema.get("properties", {}))
+        for name, (model, default) in self.models.items():
+            properties[name] = dict(model.schema)
+            if default is not inspect.Parameter.empty:
+                properties[name]["default"] = _json_default(default)
+        for name, text in args.items():
+            if name in properties and text:
+                properties[name] = {**properties[name], "description": text}
+        return {**schema, "properties": properties} if properties else schema
+
+    def from_json(self, text: str) -> Any:
+        return self._validated(self.decoder.decode(text))
+
+    def from_value(self, value: Any) -> Any:
+        return self._validated(msgspec.convert(value, self.struct))
+
+    def _validated(self, params: Any) -> Any:
+        for name, (model, default) in self.models.items():
+            value = getattr(params, name)
+            if value is default:  # not given: the default object itself, as Python passes it
+                continue
+            try:
+                setattr(params, name, model._from_value(value))
+            except (ValueError, TypeError) as exc:
+                raise OutputInvalid(_located(exc, name)) from None
+        return params
+
+
+def _located(exc: Exception, name: str) -> str:
+    """A pydantic failure said as msgspec says one: the first error and where it is."""
+    errors = getattr(exc, "errors", None)
+    found = errors() if callable(errors) else None
+    if not isinstance(found, list) or not found or not isinstance(found[0], dict):
+        return f"{_first_line(exc)} - at `$.{name}`"
+    first = found[0]
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.get("loc", ()))
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return f"{first.get('msg', 'invalid')} - at `$.{name}{path}`{more}"
+
 
 @functools.lru_cache(maxsize=256)
 def function_type(fn: Callable[..., Any]) -> tuple[OutputType[Any], str]:
     """The parameters of ``fn`` as an output type (a Struct of its parameters, built from
-    the type hints; a parameter without a default is required) and its description (the
-    docstring)."""
-    hints = typing.get_type_hints(fn)
-    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
-    for param in inspect.signature(fn).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-            raise TypeError(f"{fn.__name__}: parameter {param.name!r} cannot be a tool argument")
-        hint = hints.get(param.name, Any)
-        if param.default is param.empty:
-            fields.append((param.name, hint))
-        else:
-            fields.append((param.name, hint, param.default))
-    struct = msgspec.defstruct(fn.__name__, fields, kw_only=True)
-    spec = _type_output(struct)
-    schema = {k: v for k, v in spec.schema.items() if k != "title"}
-    spec = OutputType(fn.__name__, schema, spec._from_json, spec._from_value)
-    return spec, inspect.getdoc(fn) or ""
+    the type hints; a parameter without a default is required; a pydantic model parameter
+    has its model's schema and is validated by it) and its description: the docstring
+    without its ``Args:``/``Returns:`` sections, whose ``Args:`` entries become the
+    parameters' descriptions."""
+    description, args = docstring_parts(inspect.getdoc(fn) or "")
+    tool = _Tool(fn, args)
+    return OutputType(fn.__name__, tool.schema, tool.from_json, tool.from_value), description

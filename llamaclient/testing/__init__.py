@@ -12,7 +12,7 @@ With pytest, the ``fake_llama`` fixture (this package's plugin, registered as th
 ``llamaclient`` entry point in ``pytest11``) gives a fresh ``FakeLlama`` per test.
 """
 
-from ._fake import FakeLlama, FakeRequest, FakeResponse, FakeTransport, stream_body
+from ._fake import FakeLlama, FakeRequest, FakeResponse, FakeTransport, Reply, stream_body
 from ._recording import Recording, RecordingFormatError, load
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "FakeTransport",
     "Recording",
     "RecordingFormatError",
+    "Reply",
     "load",
     "stream_body",
 ]

@@ -5,30 +5,24 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
+import msgspec
 
 from .._client import Client
 from .._transports.base import Response, Transport, TransportError
 from .._types.config import Config
-from .._types.messages import (
-    AssistantMessage,
-    ChatMessage,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    ToolSchema,
-    UserMessage,
-)
+from .._types.messages import AssistantMessage, ChatMessage, ToolCall, ToolSchema
+from .._types.openai import from_openai
 from ._recording import load
 from ._wire import Answer, Piece, error_body, fake_id, prompt_tokens, stream_chunks, whole_answer
 
-__all__ = ["FakeLlama", "FakeRequest", "FakeResponse", "FakeTransport", "stream_body"]
+__all__ = ["FakeLlama", "FakeRequest", "FakeResponse", "FakeTransport", "Reply", "stream_body"]
 
 URL = "http://fake-llama.test"
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -55,6 +49,7 @@ class _Stall:
 
 
 _Step = bytes | _Cut | _Stall
+_Timed = tuple[float, _Step]  # a step and when it is due, in seconds after the headers
 
 
 @dataclass(frozen=True)
@@ -78,12 +73,39 @@ class FakeRequest:
         return self.messages[-1]
 
 
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer: what :meth:`FakeLlama.reply` takes, and what a reply function
+    returns. ``pace`` is the seconds between the answer's HTTP chunks (each token, then
+    the finish chunk): one number for every chunk, or one per chunk in order (0 past the
+    end of the list)."""
+
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: Sequence[ToolCall | Mapping[str, Any]] = ()
+    chunk: int | None = None
+    finish: str | None = None
+    pace: float | Sequence[float] = 0.0
+
+    def __post_init__(self) -> None:
+        if self.chunk is not None and self.chunk < 1:
+            raise ValueError(f"chunk must be >= 1, not {self.chunk}")
+        paces = [self.pace] if isinstance(self.pace, (int, float)) else list(self.pace)
+        if any(not isinstance(p, (int, float)) or p < 0 for p in paces):
+            raise ValueError(f"pace must be seconds >= 0, not {self.pace!r}")
+
+
+ReplyFunction = Callable[[FakeRequest], Reply | str | None]
+"""A reply computed from the request: a :class:`Reply`, a ``str`` (the content), or None."""
+
+
 class _Settings(NamedTuple):
     completion_id: str
     model: str
     total: int
     cache: int
     created: int
+    prefill: float
 
 
 @dataclass
@@ -91,6 +113,12 @@ class _Fault:
     cut_after: int | None = None
     stall: bool = False
     error: str | None = None
+    prefill: float = 0.0
+
+    @property
+    def breaks(self) -> bool:
+        """Whether the stream ends early (cut, stall or in-band error)."""
+        return self.cut_after is not None or self.stall or self.error is not None
 
 
 @dataclass
@@ -104,9 +132,10 @@ class _Raw:
 
 
 class FakeResponse(Response):
-    """A response of the fake server: its body steps are played on ``read()``."""
+    """A response of the fake server: its body steps are played on ``read()``, each when it
+    is due on the server's clock (a wait longer than ``read_timeout`` is a stall)."""
 
-    __slots__ = ("_headers", "_read_timeout", "_status", "_steps", "closed")
+    __slots__ = ("_headers", "_read_timeout", "_start", "_status", "_steps", "closed")
 
     fair_reads = True  # every read is a scheduling point
 
@@ -114,13 +143,14 @@ class FakeResponse(Response):
         self,
         status: int,
         headers: Iterable[tuple[str, str]],
-        steps: Iterable[_Step],
+        steps: Iterable[_Step | _Timed],
         read_timeout: float | None,
     ) -> None:
         self._status = status
         self._headers = [(k.lower(), v) for k, v in headers]
-        self._steps = deque(steps)
+        self._steps = deque(s if isinstance(s, tuple) else (0.0, s) for s in steps)
         self._read_timeout = read_timeout
+        self._start: float | None = None  # when the headers were sent (the server's clock)
         self.closed = False
 
     @property
@@ -131,24 +161,39 @@ class FakeResponse(Response):
         name = name.lower()
         return next((v for k, v in self._headers if k == name), None)
 
+    def started(self, now: float) -> FakeResponse:
+        """Start the server's clock: each step is due its seconds after ``now``."""
+        self._start = now
+        return self
+
     async def read(self) -> bytes:
         await anyio.lowlevel.checkpoint()
         if self.closed:
             raise TransportError("read", "the response was closed")
         if not self._steps:
             return b""
-        step = self._steps.popleft()
+        at, step = self._steps[0]
+        await self._until(float("inf") if isinstance(step, _Stall) else at)
         if isinstance(step, bytes):
+            self._steps.popleft()
             return step
-        self._steps.appendleft(step)
-        if isinstance(step, _Cut):
-            raise TransportError("read", "FakeLlama: the connection was cut (scripted)")
+        raise TransportError("read", "FakeLlama: the connection was cut (scripted)")
+
+    async def _until(self, at: float) -> None:
+        """Wait for the step due ``at`` seconds after the headers; a wait longer than the
+        read timeout is a stall, as on a socket."""
+        if self._start is None:
+            self._start = anyio.current_time()
+        wait = self._start + at - anyio.current_time()
+        if wait <= 0:
+            return
         timeout = self._read_timeout
-        if timeout is None:
+        if timeout is not None and wait > timeout:
+            await anyio.sleep(timeout)
+            raise TransportError("stall", f"no bytes for {timeout} s")
+        if wait == float("inf"):
             await anyio.sleep_forever()
-            timeout = 0.0  # not reached
-        await anyio.sleep(timeout)
-        raise TransportError("stall", f"no bytes for {timeout} s")
+        await anyio.sleep(wait)
 
     async def aclose(self) -> None:
         self.closed = True
@@ -170,7 +215,8 @@ class FakeTransport(Transport):
         read_timeout: float | None = None,
     ) -> Response:
         await anyio.lowlevel.checkpoint()
-        return self._fake._serve(method, url, headers, body, read_timeout)
+        response = self._fake._serve(method, url, headers, body, read_timeout)
+        return response.started(anyio.current_time())
 
     async def aclose(self) -> None:
         pass
@@ -180,10 +226,10 @@ class FakeTransport(Transport):
 class FakeLlama:
     """A scripted llama-server for tests, in-process: no sockets, no model.
 
-    Queue answers with :meth:`reply` (or :meth:`replay` a recorded one), faults with
-    :meth:`fail`, then run your code against ``fake.client()`` (or
-    ``Client(config, transport=fake.transport())``). Each chat request takes the next queued
-    answer; ``fake.requests`` is what was sent, decoded.
+    Queue answers with :meth:`reply` (or :meth:`replay` a recorded one; or a reply function
+    that computes them from each request), faults with :meth:`fail`, then run your code
+    against ``fake.client()`` (or ``Client(config, transport=fake.transport())``). Each chat
+    request takes the next queued answer; ``fake.requests`` is what was sent, decoded.
 
     ``model`` is the model name in the chunks, ``n_ctx``/``n_slots`` what ``/props`` and
     ``/slots`` report, ``resumable`` whether it offers resumable streams (a cut stream is then
@@ -198,7 +244,9 @@ class FakeLlama:
     requests: list[FakeRequest] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)
     """Every HTTP request: ``(method, path)``, in order."""
-    _answers: deque[tuple[Answer | _Raw | None, _Fault | None]] = field(default_factory=deque)
+    _answers: deque[tuple[Answer | _Raw | ReplyFunction | None, _Fault | None]] = field(
+        default_factory=deque
+    )
     _fault: _Fault | None = None  # for the answer queued next
     _loading: int = 0
     _busy: int = 0
@@ -209,26 +257,43 @@ class FakeLlama:
     # -- scripting ---------------------------------------------------------------------
     def reply(
         self,
-        content: str | None = None,
+        content: str | Reply | ReplyFunction | None = None,
         *,
         reasoning: str | None = None,
         tool_calls: Sequence[ToolCall | Mapping[str, Any]] = (),
         chunk: int | None = None,
         finish: str | None = None,
+        pace: float | Sequence[float] = 0.0,
     ) -> FakeLlama:
         """Queue the next answer. It streams the way llama-server streams: ``reasoning``
         first, then ``content``, then the ``tool_calls`` (each a :class:`ToolCall` or a
         mapping ``{"name": ..., "arguments": str | dict, "id": ...}``), one token per HTTP
         chunk: ``chunk`` characters each, or word by word when None. ``finish`` is the finish
         reason (default: ``tool_calls`` with calls, else ``stop``; ``length`` when the
-        request's ``max_tokens`` cuts the answer). Returns ``self``, so calls chain."""
-        calls = tuple(self._call(c) for c in tool_calls)
-        self._queue(Answer(content, reasoning, calls, chunk, finish))
+        request's ``max_tokens`` cuts the answer). ``pace`` is the seconds between chunks
+        (one number, or one per chunk: see :class:`Reply`).
+
+        Or give a :class:`Reply`, or a function of the :class:`FakeRequest` returning one
+        (or a ``str``, the content): it answers every request that reaches it, until it
+        returns None; the request then takes the next queued answer. Returns ``self``, so
+        calls chain."""
+        if isinstance(content, Reply) or callable(content):
+            alone = (reasoning, tuple(tool_calls), chunk, finish, pace) == (None, (), None, None, 0)
+            if not alone:
+                raise ValueError("give a Reply or a reply function alone, without other arguments")
+            self._queue(content if callable(content) else self._answer(content))
+            return self
+        self._queue(self._answer(Reply(content, reasoning, tool_calls, chunk, finish, pace)))
         return self
 
-    def _queue(self, answer: Answer | _Raw | None) -> None:
+    def _queue(self, answer: Answer | _Raw | ReplyFunction | None) -> None:
         self._answers.append((answer, self._fault))
         self._fault = None
+
+    def _answer(self, reply: Reply) -> Answer:
+        pace = reply.pace if isinstance(reply.pace, (int, float)) else tuple(reply.pace)
+        calls = tuple(self._call(c) for c in reply.tool_calls)
+        return Answer(reply.content, reply.reasoning, calls, reply.chunk, reply.finish, pace)
 
     def _call(self, call: ToolCall | Mapping[str, Any]) -> ToolCall:
         if isinstance(call, ToolCall):
@@ -245,11 +310,13 @@ class FakeLlama:
         cut_after: int | None = None,
         stall: bool = False,
         error: str | None = None,
+        prefill: float = 0.0,
         loading: bool | int = False,
         busy: bool | int = False,
     ) -> FakeLlama:
         """What goes wrong with the answer you queue next (``fake.fail(cut_after=3).reply(
-        "...")``), or with the next requests:
+        "...")``; with a reply function, with every answer it gives), or with the next
+        requests:
 
         - ``cut_after=N``: the connection breaks after ``N`` tokens
           (``StreamClosedEarlyError``, or a resume when ``resumable``);
@@ -257,21 +324,27 @@ class FakeLlama:
           the client's ``stall_timeout`` fires (``StalledError``);
         - ``error="..."``: llama-server's error. Alone, it is queued as an answer of its own:
           that request gets an HTTP 500 error envelope (``HTTPStatusError``). With
-          ``cut_after=N``, the next answer stops with an in-band error event after ``N``
-          tokens (``ServerError``);
+          ``cut_after=N`` (or ``prefill``), the answer stops with an in-band error event
+          after ``N`` tokens (``ServerError``);
+        - ``prefill=S``: the prompt takes ``S`` seconds: with ``return_progress``, progress
+          events at 0, 25, 50, 75 and 100 % of it, ``S / 4`` seconds apart, then the answer
+          (silence instead of the progress events without it);
         - ``loading=True`` (or a count): the next chat requests get ``503 Loading model``
           (the client shows ``Waiting(slot_busy=False)`` and waits for ``/health``);
         - ``busy=True`` (or a count): the next ``/slots`` answers show every slot processing
           (a request pinned to a slot shows ``Waiting(slot_busy=True)``, or raises
           ``BusyError`` with ``wait=False``)."""
+        if not isinstance(prefill, (int, float)) or prefill < 0:
+            raise ValueError(f"prefill must be seconds >= 0, not {prefill!r}")
         if loading:
             self._loading += int(loading)
         if busy:
             self._busy += int(busy)
-        if error is not None and cut_after is None and not stall:
-            self._answers.append((None, _Fault(error=error)))
-        elif cut_after is not None or stall or error is not None:
-            self._fault = _Fault(cut_after, stall, error)
+        fault = _Fault(cut_after, stall, error, prefill)
+        if error is not None and cut_after is None and not stall and not prefill:
+            self._answers.append((None, fault))
+        elif fault.breaks or prefill:
+            self._fault = fault
         return self
 
     def replay(self, path: str | Path) -> FakeLlama:
@@ -360,9 +433,10 @@ class FakeLlama:
         if self._loading:
             self._loading -= 1
             return _error(503, "Loading model", "unavailable_error")
-        if not self._answers:
+        taken = self._take(self.requests[-1])
+        if taken is None:
             return _error(500, NO_REPLY, "server_error")
-        answer, fault = self._answers.popleft()
+        answer, fault = taken
         if answer is None:
             return _error(500, fault.error if fault and fault.error else NO_REPLY, "server_error")
         if isinstance(answer, _Raw):
@@ -374,14 +448,36 @@ class FakeLlama:
         self._cached = [*messages, answer.echo()]
         self._count += 1
         settings = _Settings("chatcmpl-" + fake_id(self._count), self.model, total, cache,
-                             int(time.time()))
-        if not body.get("stream"):
-            return FakeResponse(200, JSON, [whole_answer(answer, body, **settings._asdict())], None)
-        chunks = stream_chunks(answer, body, **settings._asdict())
+                             int(time.time()), fault.prefill if fault else 0.0)
+        chunks = stream_chunks(answer, {**body, "stream": True}, **settings._asdict())
+        if not body.get("stream"):  # the whole answer once the stream would have ended
+            whole = whole_answer(answer, body, **settings._asdict())
+            return FakeResponse(200, JSON, [(chunks[-1].at, whole)], read_timeout)
         conversation = headers.get("x-conversation-id")
         if conversation is not None and self.resumable:
             self._conversations[conversation] = b"".join(p.data for p in chunks)
         return FakeResponse(200, SSE, _with_fault(chunks, fault), read_timeout)
+
+    def _take(
+        self, request: FakeRequest
+    ) -> tuple[Answer | _Raw | None, _Fault | None] | None:
+        """The next queued answer for ``request`` (a reply function's, while it gives one);
+        None when there is none."""
+        while self._answers:
+            entry, fault = self._answers[0]
+            if not callable(entry):
+                self._answers.popleft()
+                return entry, fault
+            given = entry(request)
+            if given is None:  # this function is done: the next answer in the queue
+                self._answers.popleft()
+                continue
+            if isinstance(given, str):
+                given = Reply(given)
+            if not isinstance(given, Reply):
+                raise TypeError(f"a reply function returns a Reply, a str or None, not {given!r}")
+            return self._answer(given), fault
+        return None
 
     def _cache_hit(self, messages: list[dict[str, Any]]) -> int:
         """Tokens of the longest common message prefix with the previous turn (its messages
@@ -429,16 +525,16 @@ def stream_body(
     return b"".join(p.data for p in chunks)
 
 
-def _with_fault(chunks: list[Piece], fault: _Fault | None) -> list[_Step]:
-    if fault is None:
-        return [p.data for p in chunks]
-    after = fault.cut_after or 0
-    kept: list[_Step] = [p.data for p in chunks[: _cut_index(chunks, after)]]
+def _with_fault(chunks: list[Piece], fault: _Fault | None) -> list[_Timed]:
+    steps: list[_Timed] = [(p.at, p.data) for p in chunks]
+    if fault is None or not fault.breaks:
+        return steps
+    n = _cut_index(chunks, fault.cut_after or 0)
+    at = chunks[n].at  # the break comes instead of chunk n, when it was due
     if fault.error is not None:
-        kept.append(b"data: " + error_body(500, fault.error, "server_error") + b"\n\n")
-        return kept
-    kept.append(_Stall() if fault.stall else _Cut())
-    return kept
+        event = b"data: " + error_body(500, fault.error, "server_error") + b"\n\n"
+        return [*steps[:n], (at, event)]
+    return [*steps[:n], (at, _Stall() if fault.stall else _Cut())]
 
 
 def _cut_index(chunks: list[Piece], after: int) -> int:
@@ -464,23 +560,18 @@ def _decode(body: dict[str, Any], headers: dict[str, str]) -> FakeRequest:
 
 
 def _message(m: Any) -> ChatMessage | dict[str, Any]:
+    """A message of the body as the library's type (read as ``from_openai`` reads it, so
+    every field the request builder writes comes back); a dict when it is none of them."""
     if not isinstance(m, dict):
         return {"raw": m}
-    role, content = m.get("role"), m.get("content")
-    if role in ("system", "user") and isinstance(content, str) and len(m) == 2:
-        return SystemMessage(content) if role == "system" else UserMessage(content)
-    if role == "tool" and isinstance(content, str):
-        return ToolMessage(str(m.get("tool_call_id", "")), content)
-    if role == "assistant":
-        calls = tuple(
-            ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"],
-                     {k: v for k, v in c.items() if k not in ("id", "type", "function")})
-            for c in m.get("tool_calls") or []
-        )
-        return AssistantMessage(
-            content=content or None, reasoning_content=m.get("reasoning_content"), tool_calls=calls
-        )
-    return m
+    try:
+        (message,) = from_openai([m])
+    except ValueError:
+        return m
+    if isinstance(message, AssistantMessage) and message.content == "":
+        # the request body sends an assistant content of None as "": read it back as None
+        return msgspec.structs.replace(message, content=None)
+    return message
 
 
 def _json(status: int, obj: Any) -> FakeResponse:

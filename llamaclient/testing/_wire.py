@@ -1,7 +1,8 @@
 """What FakeLlama sends: a scripted answer turned into llama-server's stream, HTTP chunk by
 HTTP chunk, shaped as the wire notes (§1) and the recordings show:
 
-- with ``return_progress``: a 0 % and a 100 % progress event, each with the role delta;
+- with ``return_progress``: a 0 % and a 100 % progress event, each with the role delta
+  (with a slow prefill: 0, 25, 50, 75 and 100 %, spread over the prefill's seconds);
 - the first token's HTTP chunk carries the role delta and the token's delta; every later
   token is one HTTP chunk with one delta (reasoning, then content, then tool calls);
 - a tool call's first delta carries its id, type, name and first argument fragment, the
@@ -9,6 +10,10 @@ HTTP chunk, shaped as the wire notes (§1) and the recordings show:
 - with ``timings_per_token``: ``timings`` on the last event of every chunk;
 - the final chunk: the finish chunk and, with ``stream_options.include_usage``, the usage
   chunk (``choices: []``), ``timings`` on the last of them; then ``data: [DONE]`` alone.
+
+Each HTTP chunk carries the time it is due, in seconds after the response headers: the
+prefill's progress events spread over it, then each token (and the finish chunk) ``pace``
+seconds after the one before.
 """
 
 from __future__ import annotations
@@ -22,11 +27,20 @@ from typing import Any
 
 from .._types.messages import ToolCall
 
-__all__ = ["Answer", "Piece", "error_body", "pieces", "prompt_tokens", "stream_chunks"]
+__all__ = [
+    "PREFILL_BATCHES",
+    "Answer",
+    "Piece",
+    "error_body",
+    "pieces",
+    "prompt_tokens",
+    "stream_chunks",
+]
 
 _WORD = re.compile(r"\s*\S+")
 _ALNUM = string.ascii_letters + string.digits
 FINGERPRINT = "b0-fakellama"
+PREFILL_BATCHES = 4  # a slow prefill's progress events: 0, 25, 50, 75 and 100 % of the prompt
 
 
 def pieces(text: str, chunk: int | None) -> list[str]:
@@ -68,6 +82,14 @@ class Answer:
     tool_calls: tuple[ToolCall, ...] = ()
     chunk: int | None = None
     finish: str | None = None
+    pace: float | tuple[float, ...] = 0.0
+
+    def delay(self, n: int) -> float:
+        """Seconds between the ``n``-th chunk of the answer (from 1: the tokens, then the
+        finish chunk) and the one before it."""
+        if isinstance(self.pace, tuple):
+            return self.pace[n - 1] if n <= len(self.pace) else 0.0
+        return self.pace
 
     def deltas(self, max_tokens: int | None) -> tuple[list[dict[str, Any]], str]:
         """The token deltas in order, and the finish reason (``length`` when ``max_tokens``
@@ -115,10 +137,12 @@ def _call_deltas(index: int, call: ToolCall, chunk: int | None) -> list[dict[str
 
 @dataclass
 class Piece:
-    """One HTTP chunk of the body, and how many token deltas the body holds up to it."""
+    """One HTTP chunk of the body, how many token deltas the body holds up to it, and when
+    it is due (seconds after the response headers)."""
 
     data: bytes
     tokens: int
+    at: float = 0.0
 
 
 @dataclass
@@ -127,20 +151,23 @@ class _Stream:
     total: int
     cache: int
     per_token: bool
+    prefill: float = 0.0
     out: list[Piece] = field(default_factory=list)
+    at: float = 0.0  # when the chunk emitted next is due
+    generating: float = 0.0  # seconds the tokens took (paced answers)
 
     def timings(self, predicted: int) -> dict[str, Any]:
         prompt_n = self.total - self.cache
+        prompt_ms = self.prefill * 1000 if self.prefill else prompt_n * 0.5
+        predicted_ms = round(self.generating * 1000, 6) if self.generating else predicted * 5.0
         return {
             "cache_n": self.cache,
             "prompt_n": prompt_n,
-            "prompt_ms": prompt_n * 0.5,
-            "prompt_per_token_ms": 0.5,
-            "prompt_per_second": 2000.0,
+            "prompt_ms": prompt_ms,
+            **_rates("prompt", prompt_ms, prompt_n, 0.5),
             "predicted_n": predicted,
-            "predicted_ms": predicted * 5.0,
-            "predicted_per_token_ms": 5.0,
-            "predicted_per_second": 200.0,
+            "predicted_ms": predicted_ms,
+            **_rates("predicted", predicted_ms, predicted, 5.0),
         }
 
     def chunk(
@@ -154,7 +181,27 @@ class _Stream:
         if timed:
             events[-1] = {**events[-1], "timings": self.timings(tokens)}
         data = b"".join(sse(e) for e in events)
-        self.out.append(Piece(data, tokens))
+        self.out.append(Piece(data, tokens, self.at))
+
+    def progress(self) -> None:
+        """The prompt's progress events: 0 and 100 %, or, with a prefill, one per batch
+        spread over it (each due when its batch is in)."""
+        batches = PREFILL_BATCHES if self.prefill else 1
+        for i in range(batches + 1):
+            processed = self.cache + -(-(self.total - self.cache) * i // batches)
+            self.at = self.prefill * i / batches
+            ms = round(self.at * 1000, 3) if self.prefill else (processed - self.cache) * 0.5
+            progress = {"total": self.total, "cache": self.cache, "processed": processed,
+                        "time_ms": ms}
+            self.emit([self.chunk(ROLE, prompt_progress=progress)], 0,
+                      self.per_token and processed > 0)
+
+
+def _rates(kind: str, ms: float, n: int, per_token: float) -> dict[str, float]:
+    """``<kind>_per_token_ms`` and ``<kind>_per_second`` for ``n`` tokens in ``ms``."""
+    if n and ms:
+        per_token = ms / n
+    return {f"{kind}_per_token_ms": per_token, f"{kind}_per_second": 1000 / per_token}
 
 
 def sse(obj: Any) -> bytes:
@@ -176,8 +223,10 @@ def stream_chunks(
     total: int,
     cache: int,
     created: int,
+    prefill: float = 0.0,
 ) -> list[Piece]:
-    """The body of a streamed answer to ``body``, HTTP chunk by HTTP chunk."""
+    """The body of a streamed answer to ``body``, HTTP chunk by HTTP chunk; the prompt takes
+    ``prefill`` seconds."""
     base = {
         "created": created,
         "id": completion_id,
@@ -185,19 +234,20 @@ def stream_chunks(
         "system_fingerprint": FINGERPRINT,
         "object": "chat.completion.chunk",
     }
-    s = _Stream(base, total, cache, bool(body.get("timings_per_token")))
+    s = _Stream(base, total, cache, bool(body.get("timings_per_token")), prefill)
     if body.get("return_progress"):
-        for processed in (cache, total):
-            progress = {"total": total, "cache": cache, "processed": processed,
-                        "time_ms": (processed - cache) * 0.5}
-            s.emit([s.chunk(ROLE, prompt_progress=progress)], 0, s.per_token and processed > 0)
+        s.progress()
+    s.at = prefill
     max_tokens = body.get("max_tokens", body.get("n_predict"))
     deltas, finish = answer.deltas(max_tokens if isinstance(max_tokens, int) else None)
     for n, delta in enumerate(deltas, start=1):
+        s.at += answer.delay(n)
+        s.generating = s.at - prefill
         events = [s.chunk(ROLE), s.chunk(delta)] if n == 1 else [s.chunk(delta)]
         s.emit(events, n, s.per_token)
     if not deltas:  # nothing generated: the role delta alone
         s.emit([s.chunk(ROLE)], 0, False)
+    s.at += answer.delay(len(deltas) + 1)
     final = [s.chunk({}, finish)]
     options = body.get("stream_options")
     if isinstance(options, Mapping) and options.get("include_usage"):
@@ -209,7 +259,7 @@ def stream_chunks(
         }
         final.append(s.chunk(None, usage=usage))
     s.emit(final, len(deltas), True)
-    s.out.append(Piece(sse("[DONE]"), len(deltas)))
+    s.out.append(Piece(sse("[DONE]"), len(deltas), s.at))
     return s.out
 
 
@@ -222,6 +272,7 @@ def whole_answer(
     total: int,
     cache: int,
     created: int,
+    prefill: float = 0.0,
 ) -> bytes:
     """The JSON body of a non-streamed answer (``"stream": false``)."""
     max_tokens = body.get("max_tokens")
@@ -233,7 +284,7 @@ def whole_answer(
         message["reasoning_content"] = reasoning
     if answer.tool_calls:
         message["tool_calls"] = answer.echo()["tool_calls"]
-    s = _Stream({}, total, cache, False)
+    s = _Stream({}, total, cache, False, prefill)
     out = {
         "choices": [{"finish_reason": finish, "index": 0, "message": message}],
         "created": created,

@@ -94,6 +94,18 @@ async def test_non_2xx_raises_http_status_error_with_status_and_body(
     assert chat_requests(server) == 1
 
 
+@pytest.mark.parametrize("status", [400, 401, 404, 500, 503])
+async def test_a_non_2xx_answer_sends_no_cancel_after_it(
+    server: FaultServer, make_client: ClientFactory, status: int
+) -> None:
+    """No generation started, so there is nothing to cancel: a 401 costs one request, not
+    a second ``DELETE /v1/stream``."""
+    server.route("POST", CHAT, [Json(status, error_body(status, "no"))])
+    _, error = await drain(make_client(max_retries=0).chat(user()))
+    assert isinstance(error, HTTPStatusError)
+    assert [(r.method, r.path) for r in server.requests] == [("POST", CHAT)]
+
+
 async def test_exceed_context_size_raises_context_overflow_error(
     server: FaultServer, make_client: ClientFactory
 ) -> None:

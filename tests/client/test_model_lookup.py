@@ -94,3 +94,22 @@ async def test_a_retried_look_says_what_failed(transport: TransportName) -> None
     assert isinstance(retry, Retrying)
     assert retry.error
     assert isinstance(error, ConnectError)
+
+
+async def test_concurrent_first_chats_share_one_look(
+    server: FaultServer, make_client: ClientFactory
+) -> None:
+    """50 first chats at once on a plain server: one ``GET /models`` answers them all (it
+    is learnt not to be a router), as ``/props`` is asked once."""
+    import anyio
+
+    plain = {"data": [{"id": "m.gguf", "object": "model"}]}
+    server.route("GET", "/models", [Json(200, plain)])
+    server.route("POST", CHAT, stream(chat_chunks(["Hi"])))
+    client = make_client(model="m")
+    async with anyio.create_task_group() as tg:
+        for _ in range(50):
+            tg.start_soon(drain, client.chat(user()))
+    paths = [r.path for r in server.requests]
+    assert paths.count("/models") == 1
+    assert paths.count(CHAT) == 50

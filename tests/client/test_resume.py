@@ -159,6 +159,26 @@ async def test_a_server_without_resume_is_learnt_once(
     assert cut  # the cut point only matters for the sessions' tests
 
 
+@pytest.mark.parametrize("code", [405, 501])
+async def test_a_resume_route_answering_405_or_501_means_no_resume_here(
+    server: FaultServer, make_client: ClientFactory, code: int
+) -> None:
+    """A proxy, an older build or another server: the cut is reported exactly as without
+    resume (not a ResumeError), and the next cut on the same client asks nothing."""
+    from tests.support.faultserver import Json
+
+    server.route("POST", CHAT, *[stream(EVENTS[:2], end=False)] * 2)
+    server.route("GET", STREAM, [Json(code, {"error": {"message": "no"}})])
+    client = make_client()
+    for round_ in range(2):
+        events, error = await drain(client.chat(user()))
+        assert type(error) is StreamClosedEarlyError, (round_, error)
+        assert error.partial is not None
+        assert not [e for e in events if isinstance(e, Resuming)]
+    paths = [(r.method, r.path) for r in server.requests]
+    assert paths == [("POST", CHAT), ("GET", STREAM), ("POST", CHAT)]
+
+
 async def test_a_stall_on_a_server_without_resume_is_still_a_stall(
     server: FaultServer, make_client: ClientFactory
 ) -> None:

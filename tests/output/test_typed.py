@@ -243,3 +243,113 @@ def test_functions_with_var_args_cannot_be_tools() -> None:
 
     with pytest.raises(TypeError, match="cannot be a tool argument"):
         ToolSchema.from_function(bad)
+
+
+class SearchOptions(pydantic.BaseModel):
+    """How to search."""
+
+    limit: int = 10
+    tags: list[str] = []
+
+
+def search_notes(
+    query: str, options: SearchOptions, fallback: SearchOptions | None = None
+) -> str:
+    """Search the notes.
+
+    Looks at every file.
+
+    Args:
+        query: What to look for,
+            in plain words.
+        options (SearchOptions): The search settings.
+        fallback: Settings for a second try.
+
+    Returns:
+        The matching lines.
+
+    Raises:
+        OSError: a file cannot be read.
+    """
+    return f"{query}|{options!r}|{fallback!r}"
+
+
+def test_a_pydantic_model_parameter_gets_its_models_schema() -> None:
+    tool = ToolSchema.from_function(search_notes)
+    model = SearchOptions.model_json_schema()
+    properties = tool.parameters["properties"]
+    assert properties["options"] == {**model, "description": "The search settings."}
+    assert properties["fallback"] == {
+        "anyOf": [model, {"type": "null"}],
+        "default": None,
+        "description": "Settings for a second try.",
+    }
+    assert tool.parameters["required"] == ["query", "options"]
+
+
+def test_invoke_passes_an_instance_of_the_pydantic_model() -> None:
+    call = ToolCall("c0", "search_notes", '{"query": "milk", "options": {"limit": 2}}')
+    assert call.invoke(search_notes) == f"milk|{SearchOptions(limit=2)!r}|None"
+    both = ToolCall(
+        "c1", "search_notes", '{"query": "q", "options": {}, "fallback": {"tags": ["a"]}}'
+    )
+    assert both.invoke(search_notes) == f"q|{SearchOptions()!r}|{SearchOptions(tags=['a'])!r}"
+
+
+def test_a_pydantic_default_is_the_default_object_and_json_in_the_schema() -> None:
+    default = SearchOptions(limit=3)
+
+    def find(query: str, options: SearchOptions = default) -> SearchOptions:
+        return options
+
+    tool = ToolSchema.from_function(find)
+    assert tool.parameters["properties"]["options"]["default"] == {"limit": 3, "tags": []}
+    assert tool.parameters["required"] == ["query"]
+    assert ToolCall("c", "find", '{"query": "q"}').invoke(find) is default
+    assert ToolCall("c", "find", '{"query": "q", "options": {"limit": 5}}').invoke(find) == (
+        SearchOptions(limit=5)
+    )
+
+
+def test_arguments_that_do_not_fit_the_model_say_where() -> None:
+    call = ToolCall("c0", "search_notes", '{"query": "q", "options": {"limit": "many"}}')
+    with pytest.raises(OutputError) as info:
+        call.invoke(search_notes)
+    assert info.value.validation.startswith("Input should be a valid integer")
+    assert info.value.validation.endswith("- at `$.options.limit`")
+    with pytest.raises(OutputError, match=r"at `\$\.options`"):
+        ToolCall("c0", "search_notes", '{"query": "q", "options": 3}').invoke(search_notes)
+
+
+def test_the_args_section_describes_the_parameters_and_leaves_the_description() -> None:
+    tool = ToolSchema.from_function(search_notes)
+    assert tool.description == "Search the notes.\n\nLooks at every file."
+    assert tool.parameters["properties"]["query"] == {
+        "type": "string",
+        "description": "What to look for, in plain words.",
+    }
+
+
+def test_docstring_sections_other_than_args_and_returns_stay() -> None:
+    def tidy(path: str, dry_run: bool = False) -> None:
+        """Tidy a folder.
+
+        Arguments:
+            path: The folder.
+            dry_run: Only say what would move.
+            missing: Not a parameter (ignored).
+
+        Example:
+            tidy("notes")
+        """
+
+    tool = ToolSchema.from_function(tidy)
+    assert tool.description == 'Tidy a folder.\n\nExample:\n    tidy("notes")'
+    properties = tool.parameters["properties"]
+    assert properties["path"]["description"] == "The folder."
+    assert properties["dry_run"] == {
+        "type": "boolean",
+        "default": False,
+        "description": "Only say what would move.",
+    }
+    assert "missing" not in properties

@@ -44,7 +44,7 @@ async def run_agent(client: Client, question: str) -> str:
             return completion.content or ""
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_the_agent_reads_the_file_then_answers(fake_llama: FakeLlama) -> None:
     fake_llama.reply(
         reasoning="I should read the notes.",

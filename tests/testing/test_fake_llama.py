@@ -37,11 +37,12 @@ from llamaclient import (
     ToolCallDone,
     ToolMessage,
     ToolSchema,
+    TransportError,
     UserMessage,
     Waiting,
 )
-from llamaclient.testing import FakeLlama, load
-from llamaclient.testing._wire import pieces
+from llamaclient.testing import FakeLlama, FakeRequest, Reply, load
+from llamaclient.testing._wire import Answer, pieces, stream_chunks
 
 pytestmark = pytest.mark.anyio
 
@@ -382,3 +383,271 @@ def test_any_answer_arrives_whole_in_its_pieces(
     assert "".join(texts(events, Content)) == content
     assert "".join(texts(events, Reasoning)) == reasoning
     assert "".join(e.arguments for e in events if isinstance(e, ToolCallDelta)) == args
+
+
+# -- what was sent, with every field --------------------------------------------------------
+async def test_requests_keep_the_names_of_every_message() -> None:
+    fake = FakeLlama().reply("ok")
+    call = ToolCall("c1", "read_file", '{"path": "a"}')
+    messages: list[ChatMessage] = [
+        SystemMessage("Be brief.", name="rules"),
+        UserMessage("hi", name="ada"),
+        AssistantMessage(None, "hm", (call,), name="helper", reasoning_field="reasoning"),
+        ToolMessage("c1", "text", name="read_file"),
+    ]
+    await run(fake, ChatRequest(messages, tools=[READ_FILE]))
+    assert fake.requests[0].messages == messages
+
+
+async def test_a_message_the_library_does_not_model_stays_a_dict() -> None:
+    fake = FakeLlama().reply("ok")
+    response = await fake.transport().send(
+        "POST", fake.url + "/v1/chat/completions", {},
+        json.dumps({"messages": [{"role": "critic", "content": "x"}, 7], "stream": True}).encode(),
+    )
+    await response.aread()
+    assert fake.requests[0].messages == [{"role": "critic", "content": "x"}, {"raw": 7}]
+
+
+# -- timing: a slow prefill and paced chunks ------------------------------------------------
+def stamped(events: list[tuple[float, ChatEvent]], kind: type[Any]) -> list[float]:
+    return [t for t, e in events if isinstance(e, kind)]
+
+
+async def timed(fake: FakeLlama, **config: object) -> tuple[list[tuple[float, ChatEvent]],
+                                                           InferError | None]:
+    """Stream one chat; each event with the seconds since the chat began."""
+    events: list[tuple[float, ChatEvent]] = []
+    async with fake.client(**config) as client:
+        start = anyio.current_time()
+        try:
+            async with client.chat(ChatRequest([UserMessage("Summarise " * 20)])) as stream:
+                async for event in stream:
+                    events.append((anyio.current_time() - start, event))
+        except InferError as exc:
+            return events, exc
+    return events, None
+
+
+EARLY = 0.002  # a timer may fire this much before its deadline
+
+
+async def test_a_slow_prefill_sends_progress_events_over_it_then_the_answer() -> None:
+    fake = FakeLlama().fail(prefill=0.4).reply("Done.")
+    events, error = await timed(fake, stall_timeout=0.2)  # a batch every 0.1 s: no stall
+    assert error is None
+    progress = [e for _, e in events if isinstance(e, Progress)]
+    total = progress[0].total
+    assert [p.processed for p in progress] == [0, -(-total // 4), -(-total // 2),
+                                               -(-total * 3 // 4), total]
+    assert [p.time_ms for p in progress] == [0.0, 100.0, 200.0, 300.0, 400.0]
+    for t, due in zip(stamped(events, Progress), [0.0, 0.1, 0.2, 0.3, 0.4], strict=True):
+        assert t >= due - EARLY
+    assert stamped(events, Content)[0] >= 0.4 - EARLY
+
+
+async def test_the_prefill_shows_in_the_timings() -> None:
+    fake = FakeLlama().fail(prefill=0.2).reply("Done.")
+    _, completion, _ = await run(fake)
+    assert completion is not None
+    assert completion.timings is not None
+    assert completion.timings.prompt_ms == 200.0
+    assert completion.timings.prompt_per_second == pytest.approx(completion.timings.prompt_n / 0.2)
+
+
+async def test_slow_prefill_chunks_are_shaped_like_llama_servers() -> None:
+    """Each progress chunk is one event: the role delta and ``prompt_progress`` with the
+    recording's keys in its order (wire notes 1.3, 1.4; recordings/progress.http)."""
+    recorded = load(RECORDINGS / "progress.http")
+    first = json.loads(recorded.sse_events()[0][6:])
+    fake = FakeLlama().fail(prefill=0.01).reply("Hi")
+    body = {"messages": [{"role": "user", "content": "x" * 100}], "stream": True,
+            "return_progress": True}
+    response = await fake.transport().send(
+        "POST", fake.url + "/v1/chat/completions", {}, json.dumps(body).encode())
+    reads = []
+    while data := await response.read():
+        reads.append(data)
+    progress = [json.loads(r[6:]) for r in reads[:5]]
+    assert all(r.count(b"data: ") == 1 for r in reads[:5])
+    assert [list(p) for p in progress] == [list(first)] * 5
+    assert [list(p["prompt_progress"]) for p in progress] == [list(first["prompt_progress"])] * 5
+    assert all(p["choices"] == first["choices"] for p in progress)
+    assert b'"content":"Hi"' in reads[5]
+
+
+async def test_a_slow_prefill_without_progress_is_silence_then_the_answer() -> None:
+    fake = FakeLlama().fail(prefill=0.2).reply("Hi")
+    body = {"messages": [{"role": "user", "content": "x"}], "stream": True}
+    response = await fake.transport().send(
+        "POST", fake.url + "/v1/chat/completions", {}, json.dumps(body).encode())
+    start = anyio.current_time()
+    first = await response.read()
+    assert anyio.current_time() - start >= 0.2 - EARLY
+    assert b"prompt_progress" not in first
+    assert b'"content":"Hi"' in first
+
+
+async def test_a_prefill_longer_than_the_stall_timeout_stalls_without_progress() -> None:
+    fake = FakeLlama().fail(prefill=0.5).reply("Hi")
+    body = {"messages": [{"role": "user", "content": "x"}], "stream": True}
+    response = await fake.transport().send(
+        "POST", fake.url + "/v1/chat/completions", {}, json.dumps(body).encode(),
+        read_timeout=0.1,
+    )
+    with pytest.raises(TransportError) as info:
+        await response.read()
+    assert info.value.kind == "stall"
+
+
+async def test_an_error_with_a_prefill_comes_in_band_when_the_prefill_ends() -> None:
+    fake = FakeLlama().fail(prefill=0.1, error="failed to decode the batch").reply("never")
+    events, error = await timed(fake)
+    assert isinstance(error, ServerError)
+    assert error.message == "failed to decode the batch"
+    assert len(stamped(events, Progress)) == 5
+    assert stamped(events, Content) == []
+
+
+async def test_pace_spaces_the_chunks_of_the_answer() -> None:
+    fake = FakeLlama().reply("one two three", pace=0.05)
+    events, error = await timed(fake)
+    assert error is None
+    for t, due in zip(stamped(events, Content), [0.05, 0.10, 0.15], strict=True):
+        assert t >= due - EARLY
+
+
+def test_each_chunk_is_due_after_the_prefill_and_its_pace() -> None:
+    """The schedule itself: progress over the prefill, then each token and the finish chunk
+    its pace after the one before (none past the end of a list), ``[DONE]`` with the finish."""
+    answer = Answer("one two three", pace=(0.0, 0.1))
+    body = {"stream": True, "return_progress": True}
+    chunks = stream_chunks(answer, body, completion_id="c", model="m", total=8, cache=0,
+                           created=0, prefill=0.4)
+    # five progress chunks, three tokens, the finish chunk, [DONE]
+    assert [c.tokens for c in chunks] == [0, 0, 0, 0, 0, 1, 2, 3, 3, 3]
+    assert [c.at for c in chunks] == pytest.approx(
+        [0.0, 0.1, 0.2, 0.3, 0.4, 0.4, 0.5, 0.5, 0.5, 0.5])
+
+
+async def test_pace_per_chunk_delays_only_the_chunks_it_names() -> None:
+    fake = FakeLlama().reply("one two three", pace=[0, 0.1])
+    events, _ = await timed(fake)
+    _, two, three = stamped(events, Content)
+    assert two >= 0.1 - EARLY
+    assert three >= two
+
+
+async def test_a_pause_longer_than_the_stall_timeout_is_a_stall() -> None:
+    fake = FakeLlama().reply("one two three", pace=[0, 0, 5.0])
+    events, error = await timed(fake, stall_timeout=0.1)
+    assert type(error) is StalledError
+    assert [e.text for _, e in events if isinstance(e, Content)] == ["one", " two"]
+    assert error.partial is not None
+    assert error.partial.content == "one two"
+
+
+async def test_pace_shows_in_the_timings() -> None:
+    fake = FakeLlama().reply("one two", pace=0.05)
+    _, completion, _ = await run(fake)
+    assert completion is not None
+    assert completion.timings is not None
+    assert completion.timings.predicted_ms == 100.0
+    assert completion.timings.predicted_per_second == pytest.approx(20.0)
+
+
+async def test_a_cut_comes_when_the_chunk_it_replaces_was_due() -> None:
+    fake = FakeLlama().fail(cut_after=1).reply("one two", pace=0.1)
+    start = anyio.current_time()
+    events, error = await timed(fake)
+    assert type(error) is StreamClosedEarlyError
+    assert [e for _, e in events if isinstance(e, Content)] == [Content("one")]
+    assert anyio.current_time() - start >= 0.2 - EARLY  # when " two" was due
+
+
+async def test_a_whole_answer_comes_once_the_stream_would_have_ended() -> None:
+    fake = FakeLlama().fail(prefill=0.1).reply("one two", pace=0.05)
+    response = await fake.transport().send(
+        "POST", fake.url + "/v1/chat/completions", {},
+        json.dumps({"messages": [], "stream": False}).encode(),
+    )
+    start = anyio.current_time()
+    body = json.loads(await response.aread())
+    assert anyio.current_time() - start >= 0.25 - EARLY  # 0.1 + two tokens + the end
+    assert body["choices"][0]["message"]["content"] == "one two"
+
+
+def test_timing_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="pace"):
+        FakeLlama().reply("x", pace=-1)
+    with pytest.raises(ValueError, match="pace"):
+        Reply("x", pace=[0.1, -0.1])
+    with pytest.raises(ValueError, match="prefill"):
+        FakeLlama().fail(prefill=-0.5)
+    with pytest.raises(ValueError, match="chunk"):
+        Reply("x", chunk=0)
+
+
+# -- replies computed from the request -------------------------------------------------------
+async def test_a_reply_function_answers_every_request_from_what_was_sent() -> None:
+    def model(request: FakeRequest) -> Reply:
+        if isinstance(request.last, ToolMessage):
+            return Reply(f"The file says {request.last.content}")
+        return Reply(tool_calls=[{"id": "c1", "name": "read_file", "arguments": {"path": "a"}}])
+
+    fake = FakeLlama().reply(model)
+    _, first, _ = await run(fake, ChatRequest([UserMessage("read a")], tools=[READ_FILE]))
+    assert first is not None
+    assert first.tool_calls == (ToolCall("c1", "read_file", '{"path": "a"}'),)
+    history: list[ChatMessage] = [
+        UserMessage("read a"), first.message(), ToolMessage("c1", "hello")]
+    _, second, _ = await run(fake, ChatRequest(history, tools=[READ_FILE]))
+    assert second is not None
+    assert second.content == "The file says hello"
+    assert fake.pending == 1  # it stays: it answers every request that reaches it
+
+
+async def test_a_reply_function_hands_over_when_it_returns_none() -> None:
+    seen: list[str] = []
+
+    def twice(request: FakeRequest) -> str | None:
+        seen.append(str(request.settings.get("max_tokens")))
+        return "from the function" if len(seen) <= 2 else None
+
+    fake = FakeLlama().reply(twice).reply(Reply("queued after it"))
+    answers = []
+    for n in range(3):
+        _, completion, _ = await run(fake, ChatRequest([UserMessage("hi")], max_tokens=10 + n))
+        assert completion is not None
+        answers.append(completion.content)
+    assert answers == ["from the function", "from the function", "queued after it"]
+    assert seen == ["10", "11", "12"]
+    assert fake.pending == 0
+
+
+async def test_a_fault_before_a_reply_function_applies_to_its_answers() -> None:
+    fake = FakeLlama().fail(cut_after=1).reply(lambda request: "one two three")
+    for _ in range(2):
+        _, _, error = await run(fake)
+        assert type(error) is StreamClosedEarlyError
+
+
+async def test_a_reply_function_returning_something_else_is_a_type_error() -> None:
+    fake = FakeLlama().reply(lambda request: 42)  # type: ignore[arg-type, return-value]
+    with pytest.raises(TypeError, match="Reply, a str or None"):
+        await run(fake)
+
+
+def test_a_reply_object_or_function_comes_alone() -> None:
+    with pytest.raises(ValueError, match="alone"):
+        FakeLlama().reply(Reply("x"), chunk=2)
+    with pytest.raises(ValueError, match="alone"):
+        FakeLlama().reply(lambda request: "x", pace=0.1)
+
+
+async def test_a_reply_object_streams_as_its_arguments_would() -> None:
+    fake = FakeLlama().reply(Reply("abcdef", reasoning="r", chunk=2))
+    events, completion, _ = await run(fake)
+    assert texts(events, Content) == ["ab", "cd", "ef"]
+    assert completion is not None
+    assert completion.reasoning_content == "r"

@@ -4,7 +4,9 @@ installed), and pyproject declares it as the ``pytest11`` entry point."""
 
 from __future__ import annotations
 
+import re
 import tomllib
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,24 @@ def test_without_the_plugin_there_is_no_fixture(
 def test_pyproject_declares_the_entry_point() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["entry-points"]["pytest11"] == {"llamaclient": "llamaclient.testing.plugin"}
+
+
+def test_the_docs_example_needs_no_plugin_but_those_llamaclient_brings(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/testing.md says nothing else is needed: its example passes with only the plugins
+    installing llamaclient registers (its own, and anyio's, a dependency): no pytest-asyncio."""
+    anyio_plugin = [e for e in entry_points(group="pytest11") if e.name == "anyio"]
+    assert [e.value for e in anyio_plugin] == ["anyio.pytest_plugin"]
+    text = (ROOT / "docs" / "testing.md").read_text()
+    example = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # this checkout's llamaclient
+    pytester.makepyfile(test_example=example)
+    result = pytester.runpytest_subprocess(
+        "-p", "anyio", "-p", "llamaclient.testing.plugin", "-p", "no:cacheprovider",
+        "-W", "error",
+    )
+    outcomes = result.parseoutcomes()  # one pass per event loop anyio finds installed
+    assert outcomes["passed"] >= 1
+    assert set(outcomes) == {"passed"}, result.outlines
