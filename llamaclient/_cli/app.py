@@ -10,8 +10,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from .chat import ChatOptions, chat_main, replay_main
+from .chat import chat_main, replay_main
 from .doctor import Verdict, doctor_main
+from .options import chat_options, doctor_config
 from .view import ConsoleView, JsonView, View
 
 __all__ = ["run", "verdict_line"]
@@ -36,26 +37,19 @@ def _view(json: bool) -> tuple[View, Console]:
 
 def _chat(args: argparse.Namespace) -> int:
     view, console = _view(args.json)
-    prompt: str | None = args.prompt
+    prompts: list[str] = args.prompts
     interactive: bool = args.interactive
-    if not prompt and not interactive:
+    if not prompts and not interactive:
         if sys.stdin.isatty():
             interactive = True
         else:
-            prompt = sys.stdin.read().strip()
+            prompts = [sys.stdin.read().strip()]
     ask: Callable[[], str] = input
     if not args.json:
         def ask() -> str:
             return console.input("\n[bold blue]you>[/] ")
-    options = ChatOptions(
-        url=args.url,
-        model=args.model if args.url else None,
-        system=args.system,
-        thinking=args.thinking,
-        max_tokens=args.max_tokens,
-    )
     embedded_model = Path(args.model) if args.model and not args.url else None
-    return chat_main(options, prompt, interactive, view, ask, embedded_model)
+    return chat_main(chat_options(args), prompts, interactive, view, ask, embedded_model)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,5 +61,5 @@ def run(args: argparse.Namespace) -> int:
         return replay_main(args.file, view)
     console = Console(highlight=False)
     return doctor_main(
-        args.url, lambda v: console.print(verdict_line(v), soft_wrap=True), args.timeout
+        doctor_config(args), lambda v: console.print(verdict_line(v), soft_wrap=True)
     )

@@ -1,6 +1,7 @@
-"""``llamaclient chat`` and ``llamaclient replay``: one turn (or a session of turns) streamed
-into a view; Ctrl-C stops the turn cleanly (the server frees the slot) and shows what had
-arrived."""
+"""``llamaclient chat`` and ``llamaclient replay``: one turn (or a conversation of turns: several
+prompts, or ``-i``) streamed into a view; each answer goes back exactly as it arrived
+(``Completion.message()``), so the next prompt comes from the prompt cache. Ctrl-C stops the
+turn cleanly (the server frees the slot) and shows what had arrived."""
 
 from __future__ import annotations
 
@@ -9,31 +10,27 @@ import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import anyio
 
 from .. import (
-    ChatMessage,
     ChatRequest,
     Client,
     Completion,
-    Config,
     ConnectError,
     InferError,
     StreamState,
-    SystemMessage,
     UserMessage,
 )
 from .._embedded import ServerDied, start_embedded, while_alive
 from .._embedded.server import LlamaServer, LlamaServerError
-from .._transports.base import Transport
 from ..testing import FakeLlama, RecordingFormatError
+from .options import ChatOptions
 from .view import View
 
-__all__ = ["EXIT", "ChatOptions", "chat_main", "replay_main", "run_turn"]
+__all__ = ["BASE_MODEL_NOTE", "EXIT", "ChatOptions", "chat_main", "replay_main", "run_turn"]
 
 EXIT = {
     "ok": 0,
@@ -45,16 +42,12 @@ EXIT = {
     "interrupted": 130,  # Ctrl-C: the turn was cancelled, what had arrived was shown
 }
 
-
-@dataclass
-class ChatOptions:
-    url: str | None = None
-    model: str | None = None
-    system: str | None = None
-    thinking: bool = False
-    max_tokens: int | None = 512
-    history: list[ChatMessage] = field(default_factory=list)
-    transport: Transport | None = None  # tests: a FakeLlama's
+# The embedded Gemma 3 270M GGUF has no chat template and no instruction-tune tag: it
+# continues the prompt (often echoing it) rather than answering.
+BASE_MODEL_NOTE = (
+    "Gemma 3 270M is a base model (it continues the text); for real answers: --url URL or "
+    "--model PATH"
+)
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -127,18 +120,9 @@ async def run_turn(client: Client, request: ChatRequest, view: View) -> tuple[in
     return EXIT["interrupted"], stream.partial
 
 
-def _request(options: ChatOptions, prompt: str) -> ChatRequest:
-    messages: list[ChatMessage] = []
-    if options.system:
-        messages.append(SystemMessage(options.system))
-    messages += [*options.history, UserMessage(prompt)]
-    return ChatRequest(messages, thinking=options.thinking, max_tokens=options.max_tokens)
-
-
 async def _turn(url: str, options: ChatOptions, prompt: str, view: View) -> int:
-    config = Config(base_url=url, model=options.model or "", load_timeout=300)
-    request = _request(options, prompt)
-    async with Client(config, transport=options.transport) as client:
+    request = options.request(prompt)
+    async with Client(options.config(url), transport=options.transport) as client:
         code, completion = await run_turn(client, request, view)
     if code == EXIT["ok"]:  # exact echo: the next turn reuses the prompt cache
         options.history += [UserMessage(prompt), completion.message()]
@@ -152,9 +136,13 @@ def _one_turn(server: LlamaServer | None, url: str, options: ChatOptions, prompt
     return asyncio.run(while_alive(server, _turn(url, options, prompt, view)))
 
 
-def _prompts(prompt: str | None, interactive: bool, ask: Callable[[], str]) -> Iterator[str]:
-    if prompt:
-        yield prompt
+def _prompts(
+    prompts: Sequence[str], interactive: bool, ask: Callable[[], str]
+) -> Iterator[tuple[str, bool]]:
+    """Each turn's prompt, and whether it was typed (at ``you>``) rather than given."""
+    for text in prompts:
+        if text:
+            yield text, False
     if not interactive:
         return
     while True:
@@ -163,7 +151,7 @@ def _prompts(prompt: str | None, interactive: bool, ask: Callable[[], str]) -> I
         except EOFError:
             return
         if text.strip():
-            yield text
+            yield text, True
 
 
 def _start(embedded_model: Path | None) -> LlamaServer | None:
@@ -175,20 +163,23 @@ def _start(embedded_model: Path | None) -> LlamaServer | None:
         return None
     print(f"llama-server on {server.base_url} (log: {server.log_path})",
           file=sys.stderr, flush=True)
+    if embedded_model is None:
+        print(BASE_MODEL_NOTE, file=sys.stderr, flush=True)
     return server
 
 
 def chat_main(
     options: ChatOptions,
-    prompt: str | None,
+    prompts: Sequence[str],
     interactive: bool,
     view: View,
     ask: Callable[[], str],
     embedded_model: Path | None = None,
 ) -> int:
-    """Run the chat (one turn, or ``interactive`` turns until end of input) against
-    ``options.url`` or the embedded server; returns the exit code (an interactive session
-    that reaches the end of its input: 0)."""
+    """Run the chat against ``options.url`` or the embedded server: one turn per prompt (one
+    conversation: each answer goes back exactly), then with ``interactive`` a turn per
+    typed line until end of input. Returns the exit code: the first failed turn's (an
+    interactive session goes on after a failed or stopped turn, and ends with 0)."""
     server: LlamaServer | None = None
     try:
         if options.url is None:
@@ -196,7 +187,10 @@ def chat_main(
             if server is None:
                 return EXIT["embedded"]
         url = options.url or (server.base_url if server else "")
-        for text in _prompts(prompt, interactive, ask):
+        code = EXIT["ok"]
+        for turn, (text, typed) in enumerate(_prompts(prompts, interactive, ask)):
+            if turn and not typed:
+                view.asked(text)
             code = _one_turn(server, url, options, text, view)
             if code != EXIT["ok"] and not (interactive and code in (1, 130)):
                 return code

@@ -1,8 +1,9 @@
 """How ``llamaclient chat`` shows a stream: on a console with rich, or as JSON lines.
 
-Both views take the events as they arrive (``show``) and then exactly one of ``finished``
-(the Completion), ``stopped`` (Ctrl-C: what had arrived) or ``failed`` (the error and what had
-arrived).
+Both views take, for each turn, the events as they arrive (``show``) and then exactly one of
+``finished`` (the Completion), ``stopped`` (Ctrl-C: what had arrived) or ``failed`` (the error
+and what had arrived); before a turn after the first whose prompt was given on the command
+line, ``asked`` (the prompt).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ __all__ = ["ConsoleView", "JsonView", "View", "event_json", "summary"]
 
 
 class View(Protocol):
+    def asked(self, prompt: str) -> None: ...
+
     def show(self, event: ChatEvent) -> None: ...
 
     def finished(self, completion: Completion) -> None: ...
@@ -44,39 +47,60 @@ class View(Protocol):
     def failed(self, error: Exception, partial: Completion) -> None: ...
 
 
-def summary(completion: Completion, *, stopped: str | None = None) -> str:
-    """The last line: finish reason (or why it stopped), tokens, tokens/s and how much of the
-    prompt came from the prompt cache."""
+_PIECES = (Content, Reasoning, ToolCallDelta)  # what llama-server streams a token at a time
+
+
+def summary(completion: Completion, *, stopped: str | None = None, shown: int = 0) -> str:
+    """The last line: finish reason (or why it stopped), tokens, tokens/s, the draft model's
+    acceptance (speculative decoding) and how much of the prompt came from the prompt cache.
+
+    The tokens are the server's count (``timings``, else ``usage``); without either (a
+    stream that ended in an error before any timings, e.g. a recording made without
+    ``timings_per_token``) the ``shown`` pieces: llama-server streams one per token that
+    produced text."""
     t = completion.timings
     head = stopped or f"finish: {completion.finish_reason or 'none'}"
-    tokens = t.predicted_n if t is not None else completion.usage.completion_tokens or 0
-    parts = [head, f"{tokens} tokens"]
-    if t is not None and t.predicted_per_second:
+    tokens = t.predicted_n if t is not None else completion.usage.completion_tokens
+    parts = [head, f"{shown if tokens is None else tokens} tokens"]
+    if t is None:
+        return " · ".join(parts)
+    if t.predicted_per_second:
         parts.append(f"{t.predicted_per_second:.1f} tokens/s")
-    if t is not None:
-        prompt = t.prompt_n + t.cache_n
-        share = 100 * t.cache_n / prompt if prompt else 0.0
-        parts.append(f"prompt {prompt}, {t.cache_n} cached ({share:.0f} %)")
+    if t.draft_acceptance is not None:
+        parts.append(f"draft {t.draft_n_accepted}/{t.draft_n} accepted "
+                     f"({100 * t.draft_acceptance:.0f} %)")
+    prompt = t.prompt_n + t.cache_n
+    share = 100 * t.cache_n / prompt if prompt else 0.0
+    parts.append(f"prompt {prompt}, {t.cache_n} cached ({share:.0f} %)")
     return " · ".join(parts)
 
 
 class ConsoleView:
     """The stream on a console: a prompt-processing bar with tokens/s, the reasoning dimmed,
     the answer as it streams, each tool call with its arguments as they arrive, then a last
-    line with the finish reason, tokens, tokens/s and the prompt-cache reuse."""
+    line with the finish reason, tokens, tokens/s, the draft acceptance and the prompt-cache
+    reuse (see :func:`summary`)."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(highlight=False)
         self._section = ""
         self._bar: Progress | None = None
         self._task: TaskID | None = None
+        self._shown = 0  # pieces of this turn shown (see summary)
 
     # -- events --------------------------------------------------------------------------
+    def asked(self, prompt: str) -> None:
+        """A turn whose prompt came from the command line (after the first): shown as if
+        typed at ``you>``."""
+        self.console.print(Text.assemble("\n", ("you> ", "bold blue"), prompt), soft_wrap=True)
+
     def show(self, event: ChatEvent) -> None:
         if isinstance(event, PromptProgress):
             self._progress(event)
             return
         self._end_bar()
+        if isinstance(event, _PIECES):
+            self._shown += 1
         if isinstance(event, Reasoning):
             self._write(event.text, "reasoning", "dim italic")
         elif isinstance(event, Content):
@@ -145,17 +169,19 @@ class ConsoleView:
             self._out("\n")
         self.console.print(Text(f"\n── {text}", style=style))
         self._section = ""
+        self._shown = 0
 
     def finished(self, completion: Completion) -> None:
-        self._last_line(summary(completion), "bold green")
+        self._last_line(summary(completion, shown=self._shown), "bold green")
 
     def stopped(self, partial: Completion) -> None:
-        self._last_line(summary(partial, stopped="stopped (Ctrl-C)"), "bold yellow")
+        self._last_line(
+            summary(partial, stopped="stopped (Ctrl-C)", shown=self._shown), "bold yellow"
+        )
 
     def failed(self, error: Exception, partial: Completion) -> None:
-        self._last_line(
-            summary(partial, stopped=f"{type(error).__name__}: {error}"), "bold red"
-        )
+        why = f"{type(error).__name__}: {error}"
+        self._last_line(summary(partial, stopped=why, shown=self._shown), "bold red")
 
 
 def _rate(event: PromptProgress) -> str:
@@ -208,6 +234,9 @@ class JsonView:
     def _line(self, data: bytes) -> None:
         self._out.write(data)
         self._out.flush()
+
+    def asked(self, prompt: str) -> None:
+        """Nothing: each turn's lines end with its own last line."""
 
     def show(self, event: ChatEvent) -> None:
         self._line(event_json(type(event).__name__, event))

@@ -15,6 +15,7 @@ from llamaclient import AssistantMessage, SystemMessage, UserMessage
 from llamaclient._cli.chat import ChatOptions, chat_main
 from llamaclient._cli.view import ConsoleView
 from llamaclient.testing import FakeLlama
+from tests.cli.fakes import KEY, Keyed
 
 
 def asker(*lines: str) -> Callable[[], str]:
@@ -29,12 +30,13 @@ def asker(*lines: str) -> Callable[[], str]:
     return ask
 
 
-def run(fake: FakeLlama, prompt: str | None, interactive: bool, *lines: str,
+def run(fake: FakeLlama, prompt: str | list[str] | None, interactive: bool, *lines: str,
         **options: object) -> tuple[int, str]:
     out = io.StringIO()
     view = ConsoleView(Console(file=out, width=100, color_system=None))
     opts = ChatOptions(url=fake.url, transport=fake.transport(), **options)  # type: ignore[arg-type]
-    return chat_main(opts, prompt, interactive, view, asker(*lines)), out.getvalue()
+    prompts = [prompt] if isinstance(prompt, str) else prompt or []
+    return chat_main(opts, prompts, interactive, view, asker(*lines)), out.getvalue()
 
 
 def test_one_turn_sends_the_options() -> None:
@@ -94,7 +96,7 @@ def test_an_embedded_server_that_cannot_start_is_exit_4(
 ) -> None:
     monkeypatch.setenv("LLAMA_SERVER_BIN", str(tmp_path / "no-such-llama-server"))
     view = ConsoleView(Console(file=io.StringIO()))
-    code = chat_main(ChatOptions(), "hello", False, view, asker(), tmp_path / "m.gguf")
+    code = chat_main(ChatOptions(), ["hello"], False, view, asker(), tmp_path / "m.gguf")
     assert code == 4
     assert "the embedded llama-server could not start: llama-server not found" in (
         capsys.readouterr().err)
@@ -108,3 +110,69 @@ def test_replay_of_something_else_is_exit_2(capsys: pytest.CaptureFixture[str]) 
     err = capsys.readouterr().err
     assert "cannot replay /no/such/file.http" in err
     assert "no '>>> request' line" in err
+
+
+def test_several_prompts_are_the_turns_of_one_conversation() -> None:
+    """``chat A B``: B goes with A's answer exactly as it arrived (so the prompt cache
+    reuses the first prompt), and the screen shows B as if typed at ``you>``."""
+    fake = FakeLlama().reply("The sea is big.", reasoning="Hm.").reply("Yes.")
+    code, screen = run(fake, ["Tell me of the sea.", "Really?"], False, system="Be brief.")
+    assert code == 0
+    assert fake.requests[1].messages == [
+        SystemMessage("Be brief."), UserMessage("Tell me of the sea."),
+        AssistantMessage("The sea is big.", "Hm."), UserMessage("Really?"),
+    ]
+    assert "\nyou> Really?\n" in screen
+    assert "Tell me of the sea." not in screen  # the first one is on the command line
+    finish = [line for line in screen.splitlines() if line.startswith("── finish")]
+    assert len(finish) == 2
+    assert ", 0 cached" in finish[0]
+    assert ", 0 cached" not in finish[1]
+
+
+def test_a_failed_turn_ends_a_conversation_of_given_prompts() -> None:
+    fake = FakeLlama().fail(error="boom").reply("never")
+    code, _ = run(fake, ["one", "two"], False)
+    assert code == 1
+    assert len(fake.requests) == 1
+
+
+def chat_args(*argv: str) -> ChatOptions:
+    from llamaclient._cli import parser
+    from llamaclient._cli.options import chat_options
+
+    return chat_options(parser().parse_args(["chat", *argv]))
+
+
+@pytest.mark.parametrize("where", ["option", "environment"])
+def test_chat_sends_the_api_key(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--api-key`` (or ``LLAMA_API_KEY``) goes to the server, as a bearer token, on every
+    turn; the screen never shows it."""
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+    fake = FakeLlama().reply("One.").reply("Two.")
+    if where == "option":
+        options = chat_args("--url", fake.url, "--api-key", KEY)
+    else:
+        monkeypatch.setenv("LLAMA_API_KEY", KEY)
+        options = chat_args("--url", fake.url)
+    options.transport = Keyed(fake, KEY)
+    out = io.StringIO()
+    view = ConsoleView(Console(file=out, width=100, color_system=None))
+    assert chat_main(options, ["first", "second"], False, view, asker()) == 0
+    assert [r.headers["authorization"] for r in fake.requests] == [f"Bearer {KEY}"] * 2
+    assert KEY not in out.getvalue()
+    assert KEY not in repr(options)
+
+
+def test_without_the_key_the_chat_fails_naming_the_refusal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+    fake = FakeLlama().reply("One.")
+    options = chat_args("--url", fake.url)
+    options.transport = Keyed(fake, KEY)
+    out = io.StringIO()
+    view = ConsoleView(Console(file=out, width=100, color_system=None))
+    assert chat_main(options, ["first"], False, view, asker()) == 1
+    assert "── AuthenticationError: HTTP 401 authentication_error: Invalid API Key" in (
+        out.getvalue())

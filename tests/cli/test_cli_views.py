@@ -272,3 +272,115 @@ def test_import_llamaclient_imports_neither_the_cli_nor_rich() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env={"PYTHONPATH": str(RECORDINGS.parent)})
     assert proc.stdout.strip() == "[]"
+
+
+def test_the_finish_line_shows_the_draft_models_acceptance() -> None:
+    """Speculative decoding: llama-server's timings carry draft_n and draft_n_accepted."""
+    spec = completion(prompt_n=23, predicted_n=60, predicted_per_second=2904.5, draft_n=44,
+                      draft_n_accepted=33)
+    assert summary(spec) == ("finish: none · 60 tokens · 2904.5 tokens/s · draft 33/44 accepted "
+                             "(75 %) · prompt 23, 0 cached (0 %)")
+    assert "draft" not in summary(completion(predicted_n=5))  # no draft model
+    assert "draft" not in summary(completion(predicted_n=5, draft_n=0, draft_n_accepted=0))
+
+
+def test_replay_of_an_in_band_error_counts_the_tokens_it_showed() -> None:
+    """The recording has no timings (it was made without timings_per_token): the count is
+    the pieces shown, one per token, not 0."""
+    path = RECORDINGS / "inband_error.http"
+    data = io.BytesIO()
+    assert replay_main(path, JsonView(data)) == EXIT["failed"]
+    events = [json.loads(line) for line in data.getvalue().splitlines()]
+    assert events[-1]["partial"]["timings"] is None
+    pieces = sum(1 for e in events if e["type"] == "Content")
+    assert pieces == 40
+    view, out = console_view()
+    assert replay_main(path, view) == EXIT["failed"]
+    assert out.getvalue().splitlines()[-1] == (
+        f"── ServerError: server error 500: Context size has been exceeded. · {pieces} tokens")
+
+
+def test_without_timings_the_usage_count_wins_over_the_pieces() -> None:
+    counted = Completion("id", "m", "x", None, (), None, None, Usage(completion_tokens=9))
+    assert summary(counted, stopped="stopped", shown=4) == "stopped · 9 tokens"
+    assert summary(completion(), stopped="stopped", shown=4) == "stopped · 4 tokens"
+
+
+KEY = "sk-never-shown-4f2a"
+BAD_LINES = [
+    (["chat", "hi", "--max-tokens", "-5", "--url", "http://127.0.0.1:1"],
+     "llamaclient chat: error: argument --max-tokens: must be an int >= -1, not -5"),
+    (["chat", "hi", "--max-tokens", "many"],
+     "llamaclient chat: error: argument --max-tokens: not a whole number: 'many'"),
+    (["chat", "hi", "--url", "localhost:8080"],
+     "llamaclient chat: error: argument --url: must start with http:// or https://, not "
+     "'localhost:8080' (for example 'http://localhost:8080')"),
+    (["doctor", "--url", "127.0.0.1:8080"],
+     "llamaclient doctor: error: argument --url: must start with http:// or https://, not "
+     "'127.0.0.1:8080' (for example 'http://127.0.0.1:8080')"),
+    (["chat", "hi", "--url", "http://127.0.0.1:99999"],
+     "llamaclient chat: error: argument --url: not a URL: 'http://127.0.0.1:99999' (Port out "
+     "of range 0-65535)"),
+    (["doctor", "--url", "http://[::1"],
+     "llamaclient doctor: error: argument --url: not a URL: 'http://[::1' (Invalid IPv6 URL)"),
+    (["doctor", "--url", "http://:8080"],
+     "llamaclient doctor: error: argument --url: no host in 'http://:8080'"),
+    (["doctor", "--timeout", "0"],
+     "llamaclient doctor: error: argument --timeout: must be a number > 0, not 0.0"),
+    (["doctor", "--timeout", "nan"],
+     "llamaclient doctor: error: argument --timeout: must be a number > 0, not nan"),
+    (["chat", "hi", "--model", "/no/such/model.gguf"],
+     "llamaclient chat: error: argument --model: no such file: '/no/such/model.gguf' (without "
+     "--url, --model is a GGUF file for the embedded server; with --url, a model name)"),
+    (["chat", "hi", "--api-key", KEY + "\n", "--url", "http://127.0.0.1:1"],
+     "llamaclient chat: error: argument --api-key: api_key must be printable ASCII (the value "
+     "is not shown)"),
+    (["doctor", "--api-key", KEY, "--timeout", KEY],
+     "llamaclient doctor: error: argument --timeout: not a number of seconds: '***'"),
+    (["doctor", f"--api={KEY}", "extra", KEY],
+     "llamaclient: error: unrecognized arguments: extra ***"),
+]
+
+
+@pytest.mark.parametrize(("argv", "error"), BAD_LINES, ids=lambda v: " ".join(v)[:40])
+def test_a_bad_value_is_a_one_line_usage_error(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 with argparse's usage and one error line, before any server is started or
+    asked; never a traceback, never the API key."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == EXIT["usage"] == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert lines[0].startswith("usage: llamaclient")
+    assert lines[-1] == error
+    assert [line for line in lines if "error:" in line] == [error]
+    assert KEY not in captured.err
+
+
+def test_a_bad_key_in_the_environment_is_a_usage_error_that_hides_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LLAMA_API_KEY", KEY + "\x7f")
+    with pytest.raises(SystemExit) as info:
+        main(["doctor"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == ("llamaclient doctor: error: LLAMA_API_KEY: api_key must be "
+                                    "printable ASCII (the value is not shown)")
+    assert KEY not in err
+
+
+@pytest.mark.parametrize("command", ["chat", "doctor"])
+def test_help_never_shows_the_key_from_the_environment(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LLAMA_API_KEY", KEY)
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert "--api-key KEY" in out
+    assert "LLAMA_API_KEY" in out
+    assert KEY not in out

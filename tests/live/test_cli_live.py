@@ -138,3 +138,22 @@ def test_ctrl_c_stops_the_generation_and_frees_the_slot(base_url: str) -> None:
         time.sleep(0.05)
     assert free_after is not None, "the slot was still busy 2 s after Ctrl-C"
     print(f"slot free {free_after:.2f} s after Ctrl-C")
+
+
+def test_the_embedded_server_inherits_llama_api_key_and_chat_sends_it(
+    scripted_model_path: Path,
+) -> None:
+    """llama-server reads ``LLAMA_API_KEY`` itself: the embedded one started from a shell
+    that has it demands that key, and ``chat`` sends it (without printing it)."""
+    key = "sk-from-the-environment"
+    proc = subprocess.run(
+        [sys.executable, "-m", "llamaclient", "chat", "hello", "--model",
+         str(scripted_model_path), "--max-tokens", "8"],
+        capture_output=True, text=True, env={**env(), "LLAMA_API_KEY": key}, timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "llama-server on http://127.0.0.1:" in proc.stderr
+    assert "Done." in proc.stdout
+    assert "base model" not in proc.stderr  # said of Gemma only
+    assert key not in proc.stdout + proc.stderr

@@ -1,7 +1,9 @@
 """The README's main job, end to end: ``scripts/demo.sh`` runs ``llamaclient chat`` with the
 embedded default, which builds nothing new here (the portable llama-server is installed by
-``scripts/venv.sh``), writes Gemma 3 270M, starts a real llama-server, streams one chat and
-stops it. A quantized real model is what crashed a natively built server (SIGILL in ggml's AMX
+``scripts/venv.sh``), writes Gemma 3 270M, starts a real llama-server, says that Gemma is a
+base model and how to chat with a real one, streams two turns of one conversation (the second
+sends the first answer back exactly, so its last line shows the prompt cache reused) and stops
+it. A quantized real model is what crashed a natively built server (SIGILL in ggml's AMX
 kernel) while the scripted model kept the suite green, so this test runs the real model, not
 only the scripted one."""
 
@@ -19,8 +21,12 @@ import pytest
 
 import llamaclient._embedded as embedded
 from llamaclient._cli import main
+from llamaclient._cli.chat import BASE_MODEL_NOTE
 
 ROOT = Path(__file__).resolve().parents[2]
+# Gemma 3 is a sliding-window model: the next turn reuses the previous prompt but its last 5
+# tokens while the conversation is within the window (tests/live/test_gemma_cache.py).
+SWA_LOSS = 5
 
 
 def main_job_args() -> list[str]:
@@ -33,8 +39,10 @@ def main_job_args() -> list[str]:
     return words[2:-1]
 
 
-def test_main_job_streams_a_chat_with_gemma() -> None:
+def test_main_job_chats_two_turns_with_gemma_and_the_second_reuses_the_cache() -> None:
     args = main_job_args()
+    prompts = args[1:args.index("--system")]
+    assert len(prompts) == 2, args
     args[args.index("--max-tokens") + 1] = "24"  # shorter, same path
     started = time.monotonic()
     proc = subprocess.run(
@@ -43,19 +51,33 @@ def test_main_job_streams_a_chat_with_gemma() -> None:
         text=True,
         timeout=600,
         check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"},
     )
     took = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "llama-server on http://127.0.0.1:" in proc.stderr
+    assert BASE_MODEL_NOTE in proc.stderr.splitlines()  # one line, printed by the command
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     if lines[0] == "… the model is loading":
         lines = lines[1:]
     assert lines[0].startswith("prompt ")
-    assert re.fullmatch(r"── finish: (stop|length) · \d+ tokens · [\d.]+ tokens/s · .*", lines[-1])
-    answer = "\n".join(lines[1:-1])
-    assert len(answer) > 10, proc.stdout  # Gemma wrote something
-    assert "llama-server on http://127.0.0.1:" in proc.stderr
-    print(f"main job (warm caches): {took:.1f} s")
+    finish = [i for i, line in enumerate(lines) if line.startswith("── finish")]
+    assert len(finish) == 2, proc.stdout
+    assert len("\n".join(lines[1:finish[0]])) > 10, proc.stdout  # Gemma wrote something
+    assert lines[finish[0] + 1] == f"you> {prompts[1]}"
+    turns = []
+    for i in finish:
+        match = re.fullmatch(r"── finish: (stop|length) · \d+ tokens · [\d.]+ tokens/s · "
+                             r"prompt (\d+), (\d+) cached \(\d+ %\)", lines[i])
+        assert match, lines[i]
+        turns.append((int(match.group(2)), int(match.group(3))))
+    (first_prompt, first_cached), (second_prompt, second_cached) = turns
+    assert first_cached == 0
+    # The exact echo: all of the first prompt but what the sliding window loses (without the
+    # history, only the system message's ~10 tokens would match).
+    assert second_cached >= first_prompt - SWA_LOSS > 0, turns
+    assert second_prompt > first_prompt
+    print(f"main job (warm caches): {took:.1f} s; turns (prompt, cached): {turns}")
 
 
 def test_a_dead_server_is_reported_at_once(
