@@ -224,7 +224,9 @@ def _call(turn: ChatTurn, command: Call, server: Server) -> Sequence[ChatEvent]:
 
 def config(**fields: Any) -> Config:
     base = {
-        "base_url": "http://x", "retry_backoff": 0.01, "retry_max_backoff": 0.02,
+        "base_url": "http://x",
+        "retry_backoff": 0.01,
+        "retry_max_backoff": 0.02,
         "load_timeout": 5.0,
     }
     return Config(**{**base, **fields})

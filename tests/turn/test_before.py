@@ -4,6 +4,8 @@ waits), the pinned slot's line and busy check (``/slots``). Synchronous."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 
@@ -22,8 +24,8 @@ from llamaclient import (
     Retrying,
     UnsupportedInputError,
     UserMessage,
-    WaitTimeoutError,
     Waiting,
+    WaitTimeoutError,
 )
 from llamaclient._turn.before import watch_step
 from llamaclient._turn.commands import Arm, Call, Leave, Line, Send
@@ -47,7 +49,10 @@ def test_a_request_without_media_asks_nothing() -> None:
 
 def test_a_picture_for_a_server_without_vision_fails_before_anything_is_sent() -> None:
     known = Known()
-    run = drive(turn(PICTURE, media=frozenset({"vision"}), known=known), Server(calls={"/props": [props(vision=False)]}))
+    run = drive(
+        turn(PICTURE, media=frozenset({"vision"}), known=known),
+        Server(calls={"/props": [props(vision=False)]}),
+    )
     error = run.done.error
     assert isinstance(error, UnsupportedInputError)
     assert error.modality == "vision"
@@ -64,7 +69,10 @@ def test_what_was_learnt_is_not_asked_again() -> None:
     run = drive(turn(PICTURE, media=frozenset({"vision"}), known=known), Server())
     assert run.paths() == ["/v1/chat/completions"]
     known.modalities = Modalities(vision=False)
-    assert isinstance(drive(turn(PICTURE, media=frozenset({"vision"}), known=known), Server()).done.error, UnsupportedInputError)
+    assert isinstance(
+        drive(turn(PICTURE, media=frozenset({"vision"}), known=known), Server()).done.error,
+        UnsupportedInputError,
+    )
 
 
 @pytest.mark.parametrize(
@@ -82,7 +90,9 @@ def test_a_server_that_cannot_say_is_not_judged(answer: object) -> None:
 def test_the_props_look_names_the_routers_model() -> None:
     known = Known()
     known.router = False
-    run = drive(turn(PICTURE, media=frozenset({"vision"}), conf=config(model="m a"), known=known), Server())
+    run = drive(
+        turn(PICTURE, media=frozenset({"vision"}), conf=config(model="m a"), known=known), Server()
+    )
     assert run.paths()[0] == "/props?model=m%20a"
 
 
@@ -100,16 +110,16 @@ def before(run: object) -> list[object]:
     return [e for e in run.events if not isinstance(e, Content)]  # type: ignore[attr-defined]
 
 
-def routed(calls: dict[str, list[object]], **conf: object) -> tuple[Known, object]:
+def routed(calls: Any, **conf: object) -> tuple[Known, Any]:
     known = Known()
-    run = drive(turn(conf=config(model="m", **conf), known=known), Server(calls=calls))  # type: ignore[arg-type]
+    run = drive(turn(conf=config(model="m", **conf), known=known), Server(calls=calls))
     return known, run
 
 
 def test_a_plain_server_is_learnt_once() -> None:
     known, run = routed({"/models": [PLAIN]})
     assert known.router is False
-    assert run.paths() == ["/models", "/v1/chat/completions"]  # type: ignore[attr-defined]
+    assert run.paths() == ["/models", "/v1/chat/completions"]
     again = drive(turn(conf=config(model="m"), known=known), Server())
     assert again.paths() == ["/v1/chat/completions"]
 
@@ -121,19 +131,26 @@ def test_a_ready_model_costs_one_look_and_no_event() -> None:
 
 
 def test_a_model_not_loaded_is_loaded_and_watched_until_ready() -> None:
-    looks = [models(("m", "unloaded")), models(("m", "loading")), models(("m", "loading")), models(("m", "loaded"))]
+    looks = [
+        models(("m", "unloaded")),
+        models(("m", "loading")),
+        models(("m", "loading")),
+        models(("m", "loaded")),
+    ]
     _, run = routed({"/models": looks, "/models/load": [(200, b'{"success":true}')]})
     assert before(run) == [
-        ModelLoading("m", "unloaded"), ModelLoading("m", "loading"), ModelLoading("m", "loaded")
+        ModelLoading("m", "unloaded"),
+        ModelLoading("m", "loading"),
+        ModelLoading("m", "loaded"),
     ]
-    [load] = [c for c in run.sent(Call) if c.path == "/models/load"]  # type: ignore[attr-defined]
+    [load] = [c for c in run.sent(Call) if c.path == "/models/load"]
     assert msgspec.json.decode(load.body) == {"model": "m"}
-    assert Arm("load", 5.0) in run.commands  # type: ignore[attr-defined]
+    assert Arm("load", 5.0) in run.commands
 
 
 def test_a_model_already_loading_is_only_watched() -> None:
     _, run = routed({"/models": [models(("m", "loading")), models(("m", "loaded"))]})
-    assert "/models/load" not in run.paths()  # type: ignore[attr-defined]
+    assert "/models/load" not in run.paths()
 
 
 def test_a_model_another_client_loaded_meanwhile_is_watched_all_the_same() -> None:
@@ -146,7 +163,10 @@ def test_a_model_another_client_loaded_meanwhile_is_watched_all_the_same() -> No
 @pytest.mark.parametrize(
     ("looks", "error"),
     [
-        ([models(("m", "unloaded")), models(("m", "loading")), models(("m", "unloaded"))], ModelLoadError),
+        (
+            [models(("m", "unloaded")), models(("m", "loading")), models(("m", "unloaded"))],
+            ModelLoadError,
+        ),
         ([models(("m", "unloaded")), models()], ModelLoadError),
         ([models(("m", "unloaded")), (200, b"junk")], ModelLoadError),
         ([models(("m", "unloaded")), (500, b"")], HTTPStatusError),
@@ -156,7 +176,7 @@ def test_a_model_another_client_loaded_meanwhile_is_watched_all_the_same() -> No
 )
 def test_a_load_that_fails_or_outlasts_load_timeout(looks: list[object], error: type) -> None:
     _, run = routed({"/models": looks, "/models/load": [(200, b"")]})
-    assert isinstance(run.done.error, error)  # type: ignore[attr-defined]
+    assert isinstance(run.done.error, error)
 
 
 def test_a_watch_past_load_timeout_between_looks() -> None:
@@ -167,40 +187,54 @@ def test_a_watch_past_load_timeout_between_looks() -> None:
     assert str(run.done.error) == "model 'm' was still loading after 5.0 s"
 
 
-@pytest.mark.parametrize(("answer", "error"), [((404, b'{"error":{"message":"x"}}'), ModelNotFoundError), (Fail("timeout"), WaitTimeoutError)])
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        ((404, b'{"error":{"message":"x"}}'), ModelNotFoundError),
+        (Fail("timeout"), WaitTimeoutError),
+    ],
+)
 def test_a_load_the_router_refuses(answer: object, error: type) -> None:
     _, run = routed({"/models": [models(("m", "unloaded"))], "/models/load": [answer]})
-    assert isinstance(run.done.error, error)  # type: ignore[attr-defined]
+    assert isinstance(run.done.error, error)
 
 
 @pytest.mark.parametrize("entries", [(("other", "unloaded"),), (("m", "unloaded"),)])
-def test_unknown_models_and_autoload_off_are_the_chats_to_answer(entries: tuple[tuple[str, str], ...]) -> None:
+def test_unknown_models_and_autoload_off_are_the_chats_to_answer(
+    entries: tuple[tuple[str, str], ...],
+) -> None:
     request = ChatRequest([UserMessage("q")], autoload=False)
     known = Known()
-    run = drive(turn(request, conf=config(model="m"), known=known), Server(calls={"/models": [models(*entries)]}))
+    run = drive(
+        turn(request, conf=config(model="m"), known=known),
+        Server(calls={"/models": [models(*entries)]}),
+    )
     assert run.paths() == ["/models", "/v1/chat/completions?autoload=false"]
 
 
 def test_the_look_gets_the_chats_retries_and_loading_wait() -> None:
-    calls = {"/models": [Fail("connect", "refused"), (502, b""), LOADING, models(("m", "loaded"))], "/health": [(200, b"")]}
+    calls = {
+        "/models": [Fail("connect", "refused"), (502, b""), LOADING, models(("m", "loaded"))],
+        "/health": [(200, b"")],
+    }
     _, run = routed(calls)
     assert [type(e) for e in before(run)] == [Retrying, Retrying, Waiting]
-    assert run.done.completion is not None  # type: ignore[attr-defined]
+    assert run.done.completion is not None
 
 
 def test_a_look_that_cannot_reach_the_server_fails_after_the_retries() -> None:
     _, run = routed({"/models": [Fail("connect", "refused")]}, max_retries=1)
-    assert isinstance(run.done.error, ConnectError)  # type: ignore[attr-defined]
-    assert str(run.done.error) == "GET /models: refused"  # type: ignore[attr-defined]
+    assert isinstance(run.done.error, ConnectError)
+    assert str(run.done.error) == "GET /models: refused"
     _, slow = routed({"/models": [Fail("timeout")]})
-    assert isinstance(slow.done.error, WaitTimeoutError)  # type: ignore[attr-defined]
+    assert isinstance(slow.done.error, WaitTimeoutError)
 
 
 @pytest.mark.parametrize("answer", [(502, b""), (400, b""), (200, b"junk")])
 def test_a_server_whose_models_cannot_be_read_is_taken_for_a_plain_one(answer: object) -> None:
     known, run = routed({"/models": [answer]}, max_retries=0)
     assert known.router is False
-    assert run.done.completion is not None  # type: ignore[attr-defined]
+    assert run.done.completion is not None
 
 
 def test_watch_step() -> None:
@@ -250,7 +284,10 @@ def test_a_slot_that_still_finishes_our_own_request_is_looked_at_again() -> None
     assert len(still.paths()) == 3  # type: ignore[attr-defined]  # two looks, 0.05 s apart
 
 
-@pytest.mark.parametrize("answer", [(501, b""), (200, b"junk"), (200, b"{}"), (200, b"[]"), (200, b"[1]"), Fail("timeout")])
+@pytest.mark.parametrize(
+    "answer",
+    [(501, b""), (200, b"junk"), (200, b"{}"), (200, b"[]"), (200, b"[1]"), Fail("timeout")],
+)
 def test_a_slots_answer_that_cannot_tell_does_not_block(answer: object) -> None:
     run = pinned(False, calls={"/slots": [answer]})
     assert run.done.completion is not None  # type: ignore[attr-defined]

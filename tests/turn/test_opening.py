@@ -22,8 +22,8 @@ from llamaclient import (
     StalledError,
     StreamClosedEarlyError,
     UserMessage,
-    WaitTimeoutError,
     Waiting,
+    WaitTimeoutError,
 )
 from llamaclient._turn.commands import Arm, Call, Close, Done, ReadAll, Send, Sleep
 from llamaclient._turn.known import Known
@@ -68,7 +68,7 @@ def test_a_busy_answer_is_retried_with_backoff(code: int) -> None:
 
 
 def test_retry_after_is_honoured() -> None:
-    run = drive(turn(), Server([status(429, **{"retry-after": "3"}), answer()]))
+    run = drive(turn(), Server([status(429, b"", **{"retry-after": "3"}), answer()]))
     assert [c.seconds for c in run.sent(Sleep)] == [0.16]  # retry_max_backoff * 8 caps it
 
 
@@ -175,7 +175,9 @@ def test_the_api_key_never_shows_in_a_retry_or_an_error() -> None:
     assert key not in str(run.done.error)
 
 
-@pytest.mark.parametrize(("kind", "error"), [("timeout", WaitTimeoutError), ("protocol", ProtocolError)])
+@pytest.mark.parametrize(
+    ("kind", "error"), [("timeout", WaitTimeoutError), ("protocol", ProtocolError)]
+)
 def test_a_timeout_or_bad_http_before_the_head(kind: str, error: type) -> None:
     run = drive(turn(), Server([Fail(kind)]))
     assert isinstance(run.done.error, error)
@@ -200,7 +202,8 @@ def test_unanswered_on_a_server_known_not_to_resume_is_not_asked() -> None:
 def test_unanswered_with_a_session_goes_on_from_its_first_byte() -> None:
     run = drive(turn(), Server([Fail("read", "closed"), answer()]))
     assert [c.path for c in run.sent(Send)] == [
-        "/v1/chat/completions", "/v1/stream?conv_id=c0ffee&from=0"
+        "/v1/chat/completions",
+        "/v1/stream?conv_id=c0ffee&from=0",
     ]
     assert run.events[0] == Resuming(1, 0, "closed")
     assert Content("Hi") in run.events
@@ -209,7 +212,9 @@ def test_unanswered_with_a_session_goes_on_from_its_first_byte() -> None:
 
 def test_unanswered_and_no_session_there_is_sent_again_with_the_same_id() -> None:
     missing = Answer(404, JSON, [b"File Not Found"])
-    server = Server([Fail("read", "closed"), missing, answer()], {"/v1/streams/lookup": [(200, b"")]})
+    server = Server(
+        [Fail("read", "closed"), missing, answer()], {"/v1/streams/lookup": [(200, b"")]}
+    )
     run = drive(turn(), server)
     posts = [c for c in run.sent(Send) if c.method == "POST"]
     assert len(posts) == 2
@@ -249,12 +254,18 @@ def test_a_stream_that_breaks_is_cancelled_in_the_cleanup_and_a_404_says_no_resu
     body = answer().body[:2]
     known = Known()
     known.resume = True  # a cut would be resumed: stop it first instead
-    run = drive(turn(known=known), Server([Answer(body=body)], {"/v1/stream": [(404, b"")]}), stop_after=3)
+    run = drive(
+        turn(known=known), Server([Answer(body=body)], {"/v1/stream": [(404, b"")]}), stop_after=3
+    )
     assert run.done == Done()
     assert isinstance(run.commands[-3], Close)
     delete = run.commands[-2]
     assert isinstance(delete, Call)
-    assert (delete.method, delete.path, delete.quiet) == ("DELETE", "/v1/stream?conv_id=c0ffee", 2.0)
+    assert (delete.method, delete.path, delete.quiet) == (
+        "DELETE",
+        "/v1/stream?conv_id=c0ffee",
+        2.0,
+    )
     assert known.resume is False
 
 

@@ -4,6 +4,8 @@ failure becomes a typed error. Synchronous."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from llamaclient import (
@@ -28,7 +30,12 @@ from tests.turn.script import Answer, Fail, Server, answer, config, drive, turn
 def test_what_the_driver_reads_follows_the_turn() -> None:
     t = turn()
     assert (t.phase, t.done, t.closing, t.outcome, t.completion, t.error) == (
-        "sending the chat", False, False, None, None, None
+        "sending the chat",
+        False,
+        False,
+        None,
+        None,
+        None,
     )
     assert t.partial() is None
     assert t.generating is False
@@ -70,11 +77,16 @@ def test_an_input_the_command_does_not_expect_is_a_driver_bug() -> None:
     t = turn()
     with pytest.raises(TurnError, match=r"data\(\) while the turn is sending the chat"):
         t.data(b"x")
-    for feed in (
-        lambda: t.body(b""), lambda: t.answered(200, b""), lambda: t.woke(), lambda: t.fired("load"),
-        lambda: t.line(0), lambda: t.performed(),
+    feeds: list[Callable[[], object]] = [
+        lambda: t.body(b""),
+        lambda: t.answered(200, b""),
+        lambda: t.woke(),
+        lambda: t.fired("load"),
+        lambda: t.line(0),
+        lambda: t.performed(),
         lambda: t.routed(Target(config(), Known(), b""), Routed("s", None, "sticky")),
-    ):
+    ]
+    for feed in feeds:
         with pytest.raises(TurnError):
             feed()
 
@@ -82,11 +94,12 @@ def test_an_input_the_command_does_not_expect_is_a_driver_bug() -> None:
 def test_a_phase_refuses_every_input_it_does_not_expect() -> None:
     t = turn()
     t.failed("connect", "refused")  # backing off: only woke() is expected
-    for feed in (
+    feeds: list[Callable[[], object]] = [
         lambda: t.opened(200, lambda name: None),
         lambda: t.failed("read", "x"),
         lambda: t.body(b"", False),
-    ):
+    ]
+    for feed in feeds:
         with pytest.raises(TurnError, match="while the turn is backing off"):
             feed()
     r = turn()
@@ -125,7 +138,11 @@ def test_a_server_that_cannot_be_reached_before_output_is_left_for_another() -> 
     request = ChatRequest([UserMessage("q")], slot=0)
     first = (target(0), Routed("http://s0", 0, "new session"))
     then = (target(1), Routed("http://s1", None, "failover"))
-    server = Server([Fail("connect", "refused"), answer()], routes=[first, then], calls={"/slots": [(200, b"[]")]})
+    server = Server(
+        [Fail("connect", "refused"), answer()],
+        routes=[first, then],
+        calls={"/slots": [(200, b"[]")]},
+    )
     run = drive(turn(request, pooled=True), server)
     moves = [c for c in run.commands if isinstance(c, Route | Leave)]
     assert moves == [Route(None), Leave(0), Route(0), Leave(0)]  # s0's line, then s1's

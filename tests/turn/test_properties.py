@@ -7,6 +7,7 @@ output was delivered, the chat is never sent again."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -86,9 +87,14 @@ class Chaos:
         self.body = b""  # what the open response still has
 
     def feed(self, t: ChatTurn, command: Command) -> Any:
-        feeders = {
-            Send: self._send, Read: self._read, ReadAll: self._read_all, Call: self._call,
-            Sleep: self._sleep, Line: self._line, Route: self._route,
+        feeders: dict[type, Callable[[ChatTurn, Any], Any]] = {
+            Send: self._send,
+            Read: self._read,
+            ReadAll: self._read_all,
+            Call: self._call,
+            Sleep: self._sleep,
+            Line: self._line,
+            Route: self._route,
         }
         feeder = feeders.get(type(command))
         if feeder is None:
@@ -163,7 +169,9 @@ REQUESTS = [
 def test_any_interleaving_ends_in_one_outcome_and_keeps_the_partial_exact(
     data: st.DataObject, request: ChatRequest, resume: bool, model: str, stop_at: int | None
 ) -> None:
-    t = turn(request, conf=config(model=model, max_retries=2), conversation_id="c" if resume else None)
+    t = turn(
+        request, conf=config(model=model, max_retries=2), conversation_id="c" if resume else None
+    )
     chaos = Chaos(data)
     delivered: list[ChatEvent] = []
     output = False
@@ -177,7 +185,9 @@ def test_any_interleaving_ends_in_one_outcome_and_keeps_the_partial_exact(
         if output and isinstance(command, Send):
             assert command.method != "POST", "the chat was sent again after output"
         delivered += chaos.feed(t, command)
-        output = output or any(isinstance(e, Content | Reasoning | ToolCallDelta) for e in delivered)
+        output = output or any(
+            isinstance(e, Content | Reasoning | ToolCallDelta) for e in delivered
+        )
         assert shown(t.partial()) == fold(delivered)
     done = t.command
     assert isinstance(done, Done), done

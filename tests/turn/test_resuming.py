@@ -82,7 +82,10 @@ def test_a_reconnect_that_fails_is_tried_again_then_given_up() -> None:
     assert run.done.error.partial is not None
 
 
-@pytest.mark.parametrize(("kind", "error"), [("read", StreamClosedEarlyError), ("stall", StalledError), ("protocol", ProtocolError)])
+@pytest.mark.parametrize(
+    ("kind", "error"),
+    [("read", StreamClosedEarlyError), ("stall", StalledError), ("protocol", ProtocolError)],
+)
 def test_a_server_without_resume_reports_the_break_as_it_was(kind: str, error: type) -> None:
     missing = Answer(404, JSON, [b"File Not Found"])
     server = cut_at(300, kind, resumes=[missing], calls={"/v1/streams/lookup": [(404, b"")]})

@@ -16,6 +16,7 @@ from llamaclient import (
     ChatRequest,
     Content,
     FinishReason,
+    InferError,
     OutputError,
     ProtocolError,
     Reasoning,
@@ -159,9 +160,11 @@ def test_data_after_done_is_never_read() -> None:
 def test_a_break_without_resume_is_typed_by_its_kind(kind: str, error: type) -> None:
     body = split_events(stream_body([chunk({"content": "a"})], done=False))
     run = drive(turn(conversation_id=None), Server([Answer(body=[*body, Fail(kind)])]))
-    assert isinstance(run.done.error, error)
-    assert run.done.error.partial is not None
-    assert run.done.error.partial.content == "a"
+    failure = run.done.error
+    assert isinstance(failure, error)
+    assert isinstance(failure, InferError)
+    assert failure.partial is not None
+    assert failure.partial.content == "a"
     if kind == "stall":
         assert "no bytes for 120.0 s while streaming" in str(run.done.error)
 
@@ -206,12 +209,16 @@ OK = (200, b'{"success":true}')
 
 
 def test_past_the_budget_the_reasoning_is_ended_once_and_the_cap_is_shown_after_it() -> None:
-    server = Server([Answer(body=[stream_body(thinking(5))])], {"/v1/chat/completions/control": [OK]})
+    server = Server(
+        [Answer(body=[stream_body(thinking(5))])], {"/v1/chat/completions/control": [OK]}
+    )
     run = drive(budgeted(3), server)
     calls = run.sent(Call)
     assert len(calls) == 1
     assert msgspec.json.decode(calls[0].body) == {
-        "id": streams.ID, "action": "reasoning_end", "model": "m"
+        "id": streams.ID,
+        "action": "reasoning_end",
+        "model": "m",
     }
     events = run.events
     assert events.index(ThinkingCapped(3)) == 3  # after the third reasoning piece, in one read
@@ -363,7 +370,10 @@ def test_an_answer_that_is_not_the_type_is_an_output_error(
 
 def test_a_whole_typed_answer_is_decoded_too() -> None:
     body = msgspec.json.encode(
-        {"id": "r", "choices": [{"finish_reason": "stop", "message": {"content": '{"name":"Rome"}'}}]}
+        {
+            "id": "r",
+            "choices": [{"finish_reason": "stop", "message": {"content": '{"name":"Rome"}'}}],
+        }
     )
     t = turn(output=output_type(City))
     run = drive(t, Server([Answer(headers=JSON, body=[body])]))
