@@ -510,6 +510,8 @@ EXTRA: dict[str, type[Contender]] = {"ours (asyncio) +live": OursLive}
 # Ours with Config fields overridden: one line per variant. Run by the paced scenario.
 VARIANTS: dict[str, tuple[type[Ours], dict[str, Any]]] = {
     "ours (asyncio) resume=off": (Ours, {"resume": False}),
+    # A config naming its model: the first chats look at GET /models (a router?).
+    "ours (asyncio) model=": (Ours, {"model": "m"}),
 }
 
 

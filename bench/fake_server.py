@@ -43,6 +43,7 @@ _JSON = {
     "/health": b'{"status":"ok"}',
     "/props": b'{"default_generation_settings":{"n_ctx":4096},"total_slots":256}',
     "/slots": b"[]",
+    "/models": b'{"object":"list","data":[{"id":"gemma-3-270m-it-Q4_K_M.gguf"}]}',
     "/v1/models": b'{"object":"list","data":[{"id":"gemma-3-270m-it-Q4_K_M.gguf"}]}',
 }
 _NOT_FOUND = b'{"error":{"code":404,"message":"File Not Found","type":"not_found_error"}}'

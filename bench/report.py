@@ -111,14 +111,6 @@ def _paced_cpu(r: Results) -> tuple[float | None, bool]:
     return x, x is not None and x <= 1.15
 
 
-def _many_p99(scenario: str) -> Callable[[Results], tuple[float | None, bool]]:
-    def check(r: Results) -> tuple[float | None, bool]:
-        x = _median(r, scenario, "delay p99", OURS)
-        return x, x is not None and x <= 5.0
-
-    return check
-
-
 def _flat(r: Results) -> tuple[float | None, bool]:
     x = None
     for metric in r.samples:
@@ -143,18 +135,28 @@ def _output_flat(r: Results) -> tuple[float | None, bool]:
     return x, x is not None and x <= 1.25
 
 
+def _sim(prefix: str, limit: float) -> Callable[[Results], tuple[float | None, bool]]:
+    def check(r: Results) -> tuple[float | None, bool]:
+        x = _over(_best(r, "sim", prefix, OURS), _best(r, "sim", prefix, "floor asyncio"))
+        return x, x is not None and x <= limit
+
+    return check
+
+
+def _capacity(r: Results) -> tuple[float | None, bool]:
+    floor = _best(r, "capacity", "streams", "floor asyncio")
+    x = _over(_best(r, "capacity", "streams", OURS), floor)
+    return x, x is not None and x >= 0.9
+
+
 TARGETS = (
     Target("bulk: ours CPU/event ≤ 1.5x floor httpx (ratio)", _bulk_vs_httpx),
     Target("bulk: openai raw CPU/event ≥ 10x ours (ratio)", _bulk_vs_openai),
     Target("paced: ours delay p99 ≤ 5 ms (median of runs, ms)", _paced_p99),
     Target("paced: ours CPU/event ≤ 1.15x floor asyncio (ratio)", _paced_cpu),
-    Target(
-        "paced 1k: ours delay p99 ≤ 5 ms, 1,024 streams (median of runs, ms)", _many_p99("paced 1k")
-    ),
-    Target(
-        "paced 1k uvloop: ours delay p99 ≤ 5 ms, 1,024 streams (median of runs, ms)",
-        _many_p99("paced 1k uvloop"),
-    ),
+    Target("sim: ours CPU/event ≤ 1.10x floor asyncio (ratio)", _sim("CPU µs/event", 1.10)),
+    Target("sim: ours CPU/stream ≤ 2x floor asyncio (ratio)", _sim("CPU µs/stream", 2.0)),
+    Target("capacity: ours streams at p99 ≤ 5 ms ≥ 0.9x floor asyncio (ratio)", _capacity),
     Target("scaling: ours per-chunk cost, long / short ≤ 1.25 (ratio)", _flat),
     Target("arguments: per-fragment cost, 100k / 1k fragments ≤ 1.25 (ratio)", _arguments_flat),
     Target("output: per-fragment cost, 100k / 1k fragments ≤ 1.25 (ratio)", _output_flat),

@@ -51,6 +51,9 @@ class Settings:
     import_runs: int = 5
     sse_events: int = 100_000
     many_streams: int = 1024  # paced 1k and paced 1k uvloop
+    capacity_seconds: float = 5.0  # 250 events at 50/s
+    capacity_low: int = 64
+    capacity_high: int = 2048
 
     @classmethod
     def quick(cls) -> Settings:
@@ -555,6 +558,54 @@ async def sim(settings: Settings, server: FakeServer, results: Results) -> None:
     )
 
 
+CAPACITY = ("ours (asyncio)", "ours (asyncio) model=", "floor asyncio")
+
+
+async def capacity(settings: Settings, server: FakeServer, results: Results) -> None:
+    """How many concurrent streams of ``rate`` events/s (``capacity_seconds`` long, all
+    starting together, as an agent's fan-out does) one client carries with a delivery p99
+    of at most ``CAPACITY_P99_MS``, found by bisection between ``capacity_low`` and
+    ``capacity_high``: ours (also with ``Config(model=)``, whose first chats look at
+    ``/models``) and the plain asyncio floor, in the same run."""
+    n = int(settings.rate * settings.capacity_seconds)
+    spec = Spec(mode="paced", n=n, rate=settings.rate)
+    what = f"streams carried at p99 ≤ {CAPACITY_P99_MS:g} ms, {n} events at {settings.rate:g}/s"
+    count = Metric("capacity", f"{what} (higher is better)", ratios=True, digits=0)
+    async with _contenders(server.url, results, "capacity", CAPACITY) as contenders:
+        for contender in contenders:
+            carried, tried = await _bisect(settings, server, contender, spec)
+            results.add(count, contender.name, carried)
+            shown = ", ".join(f"{k}: {p99:.1f} ms" for k, p99 in tried)
+            results.notes.append(f"capacity: {contender.name} carries {carried} ({shown})")
+
+
+CAPACITY_P99_MS = 5.0
+
+
+async def _bisect(
+    settings: Settings, server: FakeServer, contender: Contender, spec: Spec
+) -> tuple[int, list[tuple[int, float]]]:
+    """The largest stream count whose run kept its delivery p99 within the bound (and kept
+    up), between ``capacity_low`` and ``capacity_high``, to within 4 %."""
+    low, high = settings.capacity_low, settings.capacity_high
+    tried: list[tuple[int, float]] = []
+
+    async def fits(streams: int) -> bool:
+        run = await _paced_once(contender, server, spec, streams)
+        tried.append((streams, run.p99_ms))
+        return run.p99_ms <= CAPACITY_P99_MS and run.events == streams * spec.n
+
+    if not await fits(low):
+        return 0, tried
+    while high - low > max(8, low // 25):
+        middle = (low + high) // 2
+        if await fits(middle):
+            low = middle
+        else:
+            high = middle
+    return low, tried
+
+
 SCENARIOS: dict[str, Scenario] = {
     "sse": sse,
     "bulk": bulk,
@@ -570,4 +621,5 @@ SCENARIOS: dict[str, Scenario] = {
     "arguments": arguments,
     "pool": pool,
     "output": output,
+    "capacity": capacity,
 }

@@ -53,6 +53,19 @@ MODULES: dict[str, Module] = {
     "scanner": Module(("llamaclient/_arguments/scanner.py",), ("tests/arguments",)),
     "repair": Module(("llamaclient/_arguments/repair.py",), ("tests/arguments",)),
     "output": Module(("llamaclient/_arguments/output.py",), ("tests/output", "tests/arguments")),
+    "turn": Module(
+        (
+            "llamaclient/_turn/machine.py",
+            "llamaclient/_turn/phase.py",
+            "llamaclient/_turn/before.py",
+            "llamaclient/_turn/opening.py",
+            "llamaclient/_turn/streaming.py",
+            "llamaclient/_turn/resuming.py",
+            "llamaclient/_turn/budget.py",
+            "llamaclient/_turn/failures.py",
+        ),
+        ("tests/turn",),
+    ),
     "types": Module(
         (
             "llamaclient/_types/completion.py",
