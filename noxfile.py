@@ -96,6 +96,7 @@ def coverage(session: nox.Session) -> None:
         "pytest",
         "tests/core",
         "tests/arguments",
+        "tests/output",
         "tests/turn",
         "tests/client/test_pool.py",
         "-p",

@@ -18,7 +18,9 @@ Rules (the tests check each one):
    concatenation of its pieces, kept as raw text.
    ``id`` and ``name`` come from the first piece that has them; a repeated ``id`` is kept once,
    and a repeated name replaces the old one (llama-server resends the full name when it grows).
-   A piece without ``index`` continues the last call unless it carries a new ``id``. Fields a
+   A piece without ``index`` continues the last call unless it carries a new ``id``; an
+   ``index`` past the calls so far is the next call (a server numbering its calls its own
+   way, such as Anthropic's, whose first call is 1), and the same number that call again. Fields a
    server adds to a tool-call entry are kept in ``ToolCall.extra`` and sent back next turn.
 3. ``timings`` is the latest seen (the usage chunk after the finish chunk included); so is usage.
    Timings come with every chunk and are decoded only when asked for (the Completion, the
@@ -30,7 +32,7 @@ Rules (the tests check each one):
    payload carried an ``id`` or a tool call never got an ``id`` or ``name``.
 6. ``push`` raises ``ProtocolError`` for text that is not a chunk object (JSON nested too
    deeply included), a finish reason other than stop/tool_calls/length, a choice index other
-   than 0, a tool-call index that skips ahead, and data after ``[DONE]``; ``ServerError`` for
+   than 0, a negative tool-call index, and data after ``[DONE]``; ``ServerError`` for
    an in-band ``{"error": ...}`` payload and for any ``event: error`` event (``ErrorData``;
    its message is the envelope's, else its own ``message``, else its text). Errors carry the
    partial Completion.
@@ -64,6 +66,7 @@ from .wire import (
     WireDelta,
     WireError,
     WireMessage,
+    WireToolCall,
     WireUsage,
 )
 
@@ -114,6 +117,7 @@ class Assembler:
         "_id",
         "_in_reasoning",
         "_model",
+        "_numbers",
         "_reasoning",
         "_reasoning_count",
         "_reasoning_field",
@@ -131,6 +135,7 @@ class Assembler:
         self._content: list[str] = []
         self._reasoning: list[str] = []
         self._calls: list[_Call] = []
+        self._numbers: dict[int, int] = {}  # a server's own call numbers -> ours (rule 2)
         self._finish: FinishReason | None = None
         self._timings: msgspec.Raw | None = None  # the latest, as sent (see rule 3)
         self._usage = Usage()
@@ -291,6 +296,7 @@ class Assembler:
             self._reasoning_field,
             self._finish,
             len(self._calls),
+            dict(self._numbers),
         )
         self._saved = {}
         try:
@@ -310,6 +316,7 @@ class Assembler:
                 self._reasoning_field,
                 self._finish,
                 calls,
+                self._numbers,
             ) = before
             del self._content[content:], self._reasoning[reasoning:], self._calls[calls:]
             for index, state in self._saved.items():
@@ -473,12 +480,7 @@ class Assembler:
         except (msgspec.DecodeError, RecursionError) as exc:
             raise ProtocolError(f"bad tool call entry ({_why(exc)})", data) from None
         calls = self._calls
-        index = piece.index if piece.index is not None else position
-        if index is None:  # seed rule: a new id means a new call
-            new = not calls or (piece.id is not None and piece.id != calls[-1].id)
-            index = len(calls) if new else len(calls) - 1
-        if index < 0 or index > len(calls):
-            raise ProtocolError(f"tool call index {index} skips ahead of {len(calls)} calls", data)
+        index = self._index(piece, position, data)
         if index == len(calls):
             if calls and not calls[-1].done:
                 self._close_call(len(calls) - 1, events, data)
@@ -498,6 +500,30 @@ class Assembler:
         if extra:  # a new dict: a partial already handed out keeps the old one unchanged
             call.extra = {**call.extra, **extra}
         events.append(ToolCallDelta(index, piece.id, name, arguments))
+
+    def _index(self, piece: WireToolCall, position: int | None, data: str | bytes) -> int:
+        """The call a piece belongs to (``len(calls)``: a new one)."""
+        calls = self._calls
+        index = piece.index if piece.index is not None else position
+        if index is None:  # seed rule: a new id means a new call
+            new = not calls or (piece.id is not None and piece.id != calls[-1].id)
+            return len(calls) if new else len(calls) - 1
+        if index > len(calls) or self._numbers:
+            return self._renumbered(index, data)
+        if index < 0:
+            raise ProtocolError(f"tool call index {index} is negative", data)
+        return index
+
+    def _renumbered(self, number: int, data: str | bytes) -> int:
+        """A server that numbers its calls its own way (Anthropic's OpenAI endpoint: the
+        first call is 1, after the text block 0): each number it sends is the next call the
+        first time, and that call again after. The events keep our own 0, 1, 2 ..."""
+        if number < 0:
+            raise ProtocolError(f"tool call index {number} is negative", data)
+        numbers = self._numbers
+        if not numbers:  # the calls so far were numbered as we number them
+            numbers.update((i, i) for i in range(len(self._calls)))
+        return numbers.setdefault(number, len(self._calls))
 
     def _close_call(self, index: int, events: list[ChatEvent], data: str | bytes) -> None:
         call = self._calls[index]

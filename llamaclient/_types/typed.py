@@ -110,8 +110,6 @@ def output_type(tp: type[T] | Mapping[str, Any]) -> OutputType[T] | OutputType[A
 
 def _schema_output(schema: Mapping[str, Any]) -> OutputType[Any]:
     plain = msgspec.json.decode(msgspec.json.encode(schema))  # a copy we own, plain dicts
-    if not isinstance(plain, dict):
-        raise TypeError("a JSON Schema must be a mapping")
     name = plain.get("title")
     return OutputType(
         name if isinstance(name, str) else "output", _inline(plain), _JSON.decode, _same

@@ -378,12 +378,33 @@ def test_unknown_finish_reason() -> None:
         Assembler().push(dumps(chunk({}, "eos")))
 
 
-def test_tool_index_that_skips_ahead() -> None:
+def test_a_call_numbered_past_the_calls_so_far_is_the_next_call() -> None:
+    """Anthropic's OpenAI endpoint numbers its first call 1 (after the text block 0): a
+    number not seen yet is the next call, and the same number that call again; the events
+    keep our own numbering."""
     asm = Assembler()
     asm.push(dumps(chunk({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f"}}]})))
     asm.push(dumps(chunk({"tool_calls": [{"index": 1, "id": "b", "function": {"name": "g"}}]})))
-    with pytest.raises(ProtocolError, match="index 5 skips ahead"):
-        asm.push(dumps(chunk({"tool_calls": [{"index": 5, "id": "c", "function": {"name": "h"}}]})))
+    events = asm.push(
+        dumps(chunk({"tool_calls": [{"index": 5, "id": "c", "function": {"name": "h"}}]}))
+    )
+    assert events[-1] == ToolCallDelta(2, "c", "h", "")
+    more = asm.push(dumps(chunk({"tool_calls": [{"index": 5, "function": {"arguments": "{}"}}]})))
+    assert more == [ToolCallDelta(2, None, None, "{}")]
+    again = asm.push(dumps(chunk({"tool_calls": [{"index": 1, "function": {"arguments": "x"}}]})))
+    assert again == [ToolCallDelta(1, None, None, "x")]
+    assert [c[0] for c in asm.tool_calls_so_far()] == ["f", "g", "h"]
+
+
+def test_the_first_call_numbered_one() -> None:
+    asm = Assembler()
+    first = asm.push(
+        dumps(chunk({"tool_calls": [{"index": 1, "id": "t", "function": {"name": "read"}}]}))
+    )
+    asm.push(dumps(chunk({"tool_calls": [{"index": 1, "function": {"arguments": '{"a":1}'}}]})))
+    asm.push(dumps(chunk({}, "tool_calls")))
+    assert first == [ToolCallDelta(0, "t", "read", "")]
+    assert asm.finish().tool_calls == (ToolCall("t", "read", '{"a":1}'),)
 
 
 def test_choice_index_other_than_zero() -> None:
@@ -917,12 +938,12 @@ def test_error_bad_tool_call_entry() -> None:
     assert error.raw == payload
 
 
-@pytest.mark.parametrize(("index", "calls"), [(1, 0), (-1, 0), (3, 2)])
+@pytest.mark.parametrize(("index", "calls"), [(-1, 0), (-3, 2)])
 def test_error_tool_index_out_of_range(index: int, calls: int) -> None:
     before = [_tools(_tool(i, f"c{i}", "f", "{}")) for i in range(calls)]
     payload = _tools(_tool(index, "z", "g"))
     error = _protocol_error(before, payload)
-    assert str(error) == f"tool call index {index} skips ahead of {calls} calls: {payload!r}"
+    assert str(error) == f"tool call index {index} is negative: {payload!r}"
     assert error.raw == payload
     if calls:
         assert error.partial is not None
@@ -1244,15 +1265,17 @@ def test_reasoning_with_a_finish_reason_stays_reasoning() -> None:
     "entries",
     [
         # touches call 0 (a new name, more arguments, an extension field), closes it, fails
-        [{**_tool(0, None, "g", "}"), "x": 1}, _tool(1, "b", "h", "{}"), _tool(5, "z", "k")],
+        [{**_tool(0, None, "g", "}"), "x": 1}, _tool(1, "b", "h", "{}"), _tool(-5, "z", "k")],
         # closes call 0 without touching it otherwise, fails
-        [_tool(1, "b", "h", "{}"), _tool(5, "z", "k")],
+        [_tool(1, "b", "h", "{}"), _tool(-5, "z", "k")],
+        # numbers a call its own way (7: the next call), then fails
+        [_tool(7, "b", "h", "{}"), _tool(-5, "z", "k")],
     ],
 )
 def test_a_failed_payload_undoes_what_it_did_to_earlier_calls(entries: list[Any]) -> None:
     asm = Assembler()
     asm.push(_tools(_tool(0, "a", "f", "{")))
-    with pytest.raises(ProtocolError, match="index 5 skips ahead of 2 calls") as info:
+    with pytest.raises(ProtocolError, match="index -5 is negative") as info:
         asm.push(_tools(*entries))
     assert asm.tool_calls_so_far() == [("f", "{", False)]
     assert info.value.partial is not None

@@ -238,8 +238,8 @@ HEL = _payload([_choice(content="Hel")])
         ("unknown finish", _payload([_choice(0, "eos", content="x")])),
         ("finish, then bad choice", _payload([_choice(0, "stop"), _choice(1, content="y")])),
         (
-            "text, then a tool index that skips",
-            _payload([_choice(content="x", tool_calls=[{"index": 3, "id": "a"}])]),
+            "text, then a negative tool index",
+            _payload([_choice(content="x", tool_calls=[{"index": -3, "id": "a"}])]),
         ),
         (
             "good piece, then a bad entry",
@@ -310,13 +310,13 @@ def test_a_rejected_payload_restores_the_calls_it_touched() -> None:
                     {"index": 1, "function": {"arguments": "y"}},
                     {"index": 2, "function": {"arguments": "z"}},  # closes 1, opens 2
                     {"index": 2, "id": "c", "function": {"name": "h"}},
-                    {"index": 4},
+                    {"index": -4},
                 ]
             )
         ],
         timings={"predicted_n": 7},
     )
-    with pytest.raises(ProtocolError, match="tool call index 4 skips ahead of 3 calls"):
+    with pytest.raises(ProtocolError, match="tool call index -4 is negative"):
         asm.push(bad)
     assert asm.partial() == before
     assert asm.tool_calls_so_far() == [("f", "", True), ("g", "", False)]

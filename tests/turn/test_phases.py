@@ -52,6 +52,17 @@ def test_what_the_driver_reads_follows_the_turn() -> None:
     assert t.context.plan.conversation_id == "c0ffee"
 
 
+def test_the_partial_seen_leaves_out_what_the_consumer_has_not_taken() -> None:
+    from llamaclient._turn.machine import EMPTY
+
+    t = turn()
+    assert t.partial_seen(()) is EMPTY  # nothing arrived yet
+    t.opened(200, lambda name: "text/event-stream")
+    events = t.data(b"".join(answer().body[:4]))  # type: ignore[arg-type]
+    assert events == [Content("Hi"), Content("!\n")]
+    assert t.partial_seen(events[1:]).content == "Hi"
+
+
 @pytest.mark.parametrize("after", range(12))
 def test_stopped_after_any_input_the_turn_closes_quietly(after: int) -> None:
     server = Server([answer()], calls={"/v1/stream": [(204, b"")]})
