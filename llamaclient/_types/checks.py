@@ -5,6 +5,7 @@ transport, or a server's refusal after a round trip)."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 __all__ = ["at_least", "check_sampling", "check_url", "fraction", "positive", "printable_ascii"]
 
@@ -32,17 +33,25 @@ def fraction(owner: str, name: str, value: Any) -> None:
 
 
 def check_url(owner: str, name: str, url: Any) -> None:
-    """An ``http://`` or ``https://`` URL with a host."""
+    """An ``http://`` or ``https://`` URL with a host (and, if given, a port that is a
+    number from 1 to 65535)."""
     if not isinstance(url, str):
         raise ValueError(f"{owner}.{name} must be a str, not {type(url).__name__}")
-    scheme, sep, rest = url.partition("://")
+    scheme, sep, _ = url.partition("://")
     if not sep or scheme.lower() not in ("http", "https"):
         raise ValueError(
             f"{owner}.{name} must start with http:// or https://, not {url!r} "
             f"(for example 'http://{url}')"
         )
-    if not rest.split("/", 1)[0]:
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises on a port that is not a number in range
+    except ValueError as exc:
+        raise ValueError(f"{owner}.{name} is not a URL: {url!r} ({exc})") from None
+    if not parts.hostname:
         raise ValueError(f"{owner}.{name} has no host: {url!r}")
+    if port == 0:
+        raise ValueError(f"{owner}.{name} has port 0: {url!r}")
 
 
 def check_sampling(owner: str, settings: Any) -> None:

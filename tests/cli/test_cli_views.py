@@ -319,12 +319,12 @@ BAD_LINES = [
      "llamaclient doctor: error: argument --url: must start with http:// or https://, not "
      "'127.0.0.1:8080' (for example 'http://127.0.0.1:8080')"),
     (["chat", "hi", "--url", "http://127.0.0.1:99999"],
-     "llamaclient chat: error: argument --url: not a URL: 'http://127.0.0.1:99999' (Port out "
+     "llamaclient chat: error: argument --url: is not a URL: 'http://127.0.0.1:99999' (Port out "
      "of range 0-65535)"),
     (["doctor", "--url", "http://[::1"],
-     "llamaclient doctor: error: argument --url: not a URL: 'http://[::1' (Invalid IPv6 URL)"),
+     "llamaclient doctor: error: argument --url: is not a URL: 'http://[::1' (Invalid IPv6 URL)"),
     (["doctor", "--url", "http://:8080"],
-     "llamaclient doctor: error: argument --url: no host in 'http://:8080'"),
+     "llamaclient doctor: error: argument --url: has no host: 'http://:8080'"),
     (["doctor", "--timeout", "0"],
      "llamaclient doctor: error: argument --timeout: must be a number > 0, not 0.0"),
     (["doctor", "--timeout", "nan"],

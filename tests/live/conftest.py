@@ -84,3 +84,4 @@ async def live_client(base_url: str, live_transport: TransportName) -> AsyncIter
     """Our ``Client`` for this module's server, over ``live_transport``; closed afterwards."""
     async with Client(live_config(base_url, live_transport)) as client:
         yield client
+

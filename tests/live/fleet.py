@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from devtools.llama_server import LlamaServer
+from devtools.scripted_model import write_model
 from llamaclient import (
     ChatEvent,
     ChatMessage,
@@ -145,3 +146,20 @@ def reuse(logs: Sequence[SessionLog]) -> float:
             cached += min(now.cache_n, before.prompt)
             previous += before.prompt
     return cached / previous if previous else 0.0
+
+
+def start_router(binary: Path, tmp: Path, *flags: str, broken: bool = False) -> LlamaServer:
+    """A llama-server router (no ``-m``) over a models directory in ``tmp`` with two
+    scripted models, ``alpha`` and ``beta`` (and ``broken``, a corrupt GGUF, when asked),
+    started."""
+    models = tmp / "models"
+    models.mkdir()
+    write_model(models / "alpha.gguf")
+    write_model(models / "beta.gguf")
+    if broken:
+        (models / "broken.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 200)
+    server = LlamaServer(
+        None, "--models-dir", str(models), *flags, log_path=tmp / "router.log", binary=binary
+    )
+    server.start()
+    return server

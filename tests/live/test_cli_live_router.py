@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from devtools.llama_server import LlamaServer
-from devtools.scripted_model import write_model
 from llamaclient import Client, Config
+from tests.live.fleet import start_router
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = ["reachable", "model", "router mode", "context", "tools", "thinking",
@@ -25,13 +25,8 @@ NAMES = ["reachable", "model", "router mode", "context", "tools", "thinking",
 def router(
     llama_server_binary: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LlamaServer]:
-    models = tmp_path_factory.mktemp("models")
-    write_model(models / "alpha.gguf")
-    write_model(models / "beta.gguf")
-    flags = ("--models-dir", str(models), "-np", "2", "-c", "4096")
-    log = tmp_path_factory.mktemp("router") / "router.log"
-    server = LlamaServer(None, *flags, log_path=log, binary=llama_server_binary)
-    server.start()
+    tmp = tmp_path_factory.mktemp("router")
+    server = start_router(llama_server_binary, tmp, "-np", "2", "-c", "4096")
     try:
         yield server
     finally:

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from devtools.llama_server import LlamaServer
-from devtools.scripted_model import write_model
 from llamaclient import (
     ChatEvent,
     Client,
@@ -28,6 +27,7 @@ from llamaclient import (
 )
 from tests.conftest import drain
 from tests.live.chat import live_config, script_request, text_of
+from tests.live.fleet import start_router
 
 pytestmark = pytest.mark.anyio
 
@@ -38,14 +38,9 @@ STATUSES = {"unloaded", "loading", "loaded", "sleeping", "downloading", "downloa
 def router(
     llama_server_binary: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LlamaServer]:
-    models = tmp_path_factory.mktemp("models")
-    write_model(models / "alpha.gguf")
-    write_model(models / "beta.gguf")
-    (models / "broken.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 200)
-    flags = ("--models-dir", str(models), "--models-max", "1", "-np", "2", "-c", "4096")
-    log = tmp_path_factory.mktemp("router") / "router.log"
-    server = LlamaServer(None, *flags, log_path=log, binary=llama_server_binary)
-    server.start()
+    flags = ("--models-max", "1", "-np", "2", "-c", "4096")
+    tmp = tmp_path_factory.mktemp("router")
+    server = start_router(llama_server_binary, tmp, *flags, broken=True)
     try:
         yield server
     finally:

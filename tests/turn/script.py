@@ -100,6 +100,14 @@ class Server:
     session: bytes | None = None  # the server's session buffer: GET /v1/stream replays it
     resumes: list[Answer | Fail] = field(default_factory=list)  # before the session is used
 
+    def __post_init__(self) -> None:
+        # The answers are consumed as the turn asks: copies, so a script given twice (a
+        # parametrized test run again) starts from the beginning each time.
+        self.sends = list(self.sends)
+        self.calls = {path: list(answers) for path, answers in self.calls.items()}
+        self.sleeps, self.lines = list(self.sleeps), list(self.lines)
+        self.routes, self.resumes = list(self.routes), list(self.resumes)
+
     def send(self, command: Send | None = None) -> Answer | Fail:
         if command is not None and command.path.startswith("/v1/stream?"):
             if self.resumes:
