@@ -19,6 +19,7 @@ import msgspec
 from ._arguments.output import OutputDecoder
 from ._driver.endpoint import Endpoint
 from ._driver.models import list_models, load_model, unload_model
+from ._driver.observe import Instrument, Observer, observer_for
 from ._driver.perform import Performer, Router
 from ._driver.shared import Shared
 from ._protocol.body import build_body
@@ -73,10 +74,12 @@ def stream_for(
     lenient: bool,
     router: Router | None = None,
     kind: type[S] = ChatStream,  # type: ignore[assignment]
+    observer: Observer | None = None,
 ) -> S:
-    """The stream that drives ``plan``'s turn (``router``: a pool's)."""
+    """The stream that drives ``plan``'s turn (``router``: a pool's; ``observer``: what
+    watches it)."""
     turn = ChatTurn(plan, target)
-    io = Performer(shared, router)
+    io = Performer(shared, router, observer)
     return kind(turn, io, plan.request, live=live, lenient=lenient, decoder=plan.decoder)
 
 
@@ -99,6 +102,7 @@ class Client:
         self.config = config
         self._endpoint = Endpoint(config, http_client=http_client, transport=transport)
         self._shared = Shared(self._endpoint)
+        self.instruments: list[Instrument] = []  # what watches its turns (observe.py)
 
     def __repr__(self) -> str:
         endpoint = self._endpoint
@@ -139,7 +143,10 @@ class Client:
             request = msgspec.structs.replace(request, response_format=spec.response_format())
         plan = plan_for(self.config, request, spec)
         target = Target(self.config, self._shared.known, build_body(self.config, request))
-        return stream_for(plan, target, self._shared, live_arguments, lenient_arguments)
+        observer = observer_for(self.instruments, plan, target) if self.instruments else None
+        return stream_for(
+            plan, target, self._shared, live_arguments, lenient_arguments, observer=observer
+        )
 
     @overload
     async def parse(self, request: ChatRequest, output: type[T]) -> T: ...

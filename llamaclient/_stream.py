@@ -67,6 +67,9 @@ class ChatStream:
         self._running = False  # a task is inside __anext__
         self._stopping = False  # aclose() from another task: end quietly
         self._ended = False
+        observer = self._observer = io.observer  # None: nothing watches this turn
+        # What watches each batch (one check per read; None when nothing does).
+        self._batches = observer if observer is not None and observer.watches_events else None
 
     # -- what arrived ----------------------------------------------------------------------
     @property
@@ -168,7 +171,7 @@ class ChatStream:
         batch, pos = self._batch, self._pos
         while pos >= len(batch):  # run the turn to its next events
             turn = self._turn
-            self._running = self._started = True
+            self._running = True
             if turn.command is READ:  # the hot path: one read, one call into the turn
                 try:
                     chunk = await self._response.read()  # type: ignore[union-attr]
@@ -185,6 +188,8 @@ class ChatStream:
                 batch = await self._step(turn)
             self._running = False
             pos = 0
+            if self._batches is not None:
+                self._batches.events(batch)
         self._batch = batch
         self._pos = pos + 1
         return batch[pos]
@@ -200,6 +205,9 @@ class ChatStream:
         if turn.done:
             self._running = False
             raise await self._end()
+        if not self._started and self._observer is not None:
+            self._observer.started(turn)
+        self._started = True
         try:
             events = await self._io.perform(turn, turn.command)
         except BaseException:
@@ -216,9 +224,11 @@ class ChatStream:
     async def _end(self) -> BaseException:
         """The turn is over: the error to raise, or ``StopAsyncIteration``."""
         self._finish_live()
-        error = self._turn.error
-        await self._io.ended(error)
-        return error if error is not None else StopAsyncIteration()
+        turn = self._turn
+        if self._observer is not None:
+            self._observer.ended(turn, stopped=turn.completion is None and turn.error is None)
+        await self._io.ended(turn.error)
+        return turn.error if turn.error is not None else StopAsyncIteration()
 
     def _finish_live(self) -> None:
         self._ended = True
@@ -278,8 +288,11 @@ class ChatStream:
 
 
 async def _close(turn: ChatTurn, io: Performer) -> None:
-    """Stop ``turn`` and perform its closing (release, cancel, leave the line)."""
+    """Stop ``turn`` and perform its closing (release, cancel, leave the line): the user
+    stopped it (a cancel, ``aclose()``, a dropped stream)."""
     turn.stop()
     while not turn.done:
         await io.perform(turn, turn.command)
+    if io.observer is not None:
+        io.observer.ended(turn, stopped=True)
     await io.ended(turn.error)

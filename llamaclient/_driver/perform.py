@@ -27,6 +27,7 @@ from .._turn.machine import ChatTurn
 from .._turn.plan import Target
 from .._types.errors import ConnectError
 from .._types.events import ChatEvent, Routed
+from .observe import Observer, Outcome
 from .shared import Shared, Ticket
 
 __all__ = ["Performer", "Router"]
@@ -45,11 +46,24 @@ class Performer:
     """The I/O of one turn: the response it holds (``response``), its place in a slot's
     line, its armed timers."""
 
-    __slots__ = ("_deadlines", "_router", "_ticket", "response", "routed", "shared")
+    __slots__ = (
+        "_deadlines",
+        "_outcome",
+        "_router",
+        "_ticket",
+        "observer",
+        "response",
+        "routed",
+        "shared",
+    )
 
-    def __init__(self, shared: Shared, router: Router | None = None) -> None:
+    def __init__(
+        self, shared: Shared, router: Router | None = None, observer: Observer | None = None
+    ) -> None:
         self.shared = shared
         self._router = router
+        self.observer = observer  # told what each command did (see observe.py)
+        self._outcome: Outcome = None
         self.routed: Routed | None = None  # a pool's turn: where it went
         self.response: Response | None = None
         self._ticket: Ticket | None = None
@@ -59,14 +73,22 @@ class Performer:
         """Do ``command`` (anything but ``Read`` and ``Done``) and feed its result to
         ``turn``; the events that input gives back."""
         do: Any = _DO[type(command)]
+        self._outcome = None
         events: Sequence[ChatEvent] = await do(self, turn, command)
+        if self.observer is not None:
+            self.observer.performed(command, self._outcome)
         return events
+
+    def _failed(self, turn: ChatTurn, error: TransportError) -> Sequence[ChatEvent]:
+        self._outcome = error.kind
+        return turn.failed(error.kind, f"{error}")
 
     async def _send(self, turn: ChatTurn, command: Send) -> Sequence[ChatEvent]:
         endpoint = self.shared.endpoint
         headers = endpoint.headers
-        if command.headers:
-            headers = {**headers, **dict(command.headers)}
+        if command.headers or self.observer is not None:
+            extra = self.observer.headers() if self.observer is not None else {}
+            headers = {**headers, **dict(command.headers), **extra}
         try:
             response = await endpoint.send(
                 command.method,
@@ -77,8 +99,9 @@ class Performer:
                 headers=headers,
             )
         except TransportError as exc:
-            return turn.failed(exc.kind, f"{exc}")
+            return self._failed(turn, exc)
         self.response = response
+        self._outcome = response.status
         return turn.opened(response.status, response.header)
 
     async def _read_all(self, turn: ChatTurn, command: ReadAll) -> Sequence[ChatEvent]:
@@ -88,7 +111,7 @@ class Performer:
             with anyio.fail_after(stall):  # a body that stops half-way never hangs the turn
                 data, cut = await self.shared.endpoint.read_bounded(response, command.limit)
         except TransportError as exc:
-            return turn.failed(exc.kind, f"{exc}")
+            return self._failed(turn, exc)
         except TimeoutError:
             return turn.failed("stall", "the body stopped half-way")
         finally:
@@ -125,10 +148,11 @@ class Performer:
                 else:
                     status, data, _ = await exchange()
         except TransportError as exc:
-            return turn.failed(exc.kind, f"{exc}")
+            return self._failed(turn, exc)
         if scope.cancelled_caught:
             assert command.bound is not None
             return turn.fired(command.bound)
+        self._outcome = status
         return turn.answered(status, data)
 
     async def _quiet(self, turn: ChatTurn, command: Call, seconds: float) -> Sequence[ChatEvent]:
@@ -140,6 +164,7 @@ class Performer:
                 status, _, _ = await endpoint.exchange(command.method, command.path)
             except Exception:  # best effort, inside the cleanup
                 return turn.failed("read", "no answer")
+            self._outcome = status
             return turn.answered(status, b"")
         return turn.failed("timeout", "no answer in time")
 
