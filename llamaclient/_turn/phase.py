@@ -154,7 +154,8 @@ class Context:
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
         config = self.config
-        return backoff_seconds(attempt, config.retry_backoff, config.retry_max_backoff, retry_after)
+        base, cap = config.retry_backoff, config.retry_max_backoff
+        return backoff_seconds(attempt, base, cap, retry_after, self.plan.jitter)
 
 
 class Phase:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,11 +51,13 @@ class Plan:
     (they see every read's events; the driver adds one when live arguments are first asked
     for, even mid-stream); ``media`` (the input modalities the messages need);
     ``pooled`` (a pool chooses the server first: ``Routed``); ``reattach`` (no chat is
-    sent: the turn picks up ``conversation_id`` at ``offset``)."""
+    sent: the turn picks up ``conversation_id`` at ``offset``); ``jitter``, the source of the
+    backoff's randomness (a test gives a seeded one: the machine has no hidden input)."""
 
     __slots__ = (
         "conversation_id",
         "decoder",
+        "jitter",
         "media",
         "offset",
         "output",
@@ -76,6 +79,7 @@ class Plan:
         media: frozenset[str] = frozenset(),
         pooled: bool = False,
         reattach: bool = False,
+        jitter: random.Random | None = None,
     ) -> None:
         self.request = request
         self.conversation_id = conversation_id
@@ -86,6 +90,7 @@ class Plan:
         self.media = media
         self.pooled = pooled
         self.reattach = reattach
+        self.jitter = jitter  # the backoff's randomness (None: the random module's)
 
     def budget(self, config: Config) -> Budget | None:
         """The thinking budget at ``config`` (None: no cap)."""

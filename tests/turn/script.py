@@ -11,6 +11,7 @@ what each ``Sleep`` ends in (``WOKE`` by default, or ``FIRE``); ``lines``, what 
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -252,5 +253,6 @@ def turn(
     (a conversation id) unless ``conversation_id=None`` is given."""
     request = request or ChatRequest([UserMessage("hi")])
     plan.setdefault("conversation_id", "c0ffee")
+    plan.setdefault("jitter", random.Random(7))  # the same backoffs on every run
     target = Target(conf or config(), known or Known(), body)
     return ChatTurn(Plan(request, **plan), target)
