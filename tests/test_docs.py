@@ -35,6 +35,7 @@ from llamaclient import (
     ToolSchema,
     UserMessage,
 )
+from llamaclient.testing._wire import prompt_tokens
 from tests.support.docblocks import (
     ADDRESS,
     BASE_URL,
@@ -44,7 +45,7 @@ from tests.support.docblocks import (
     fragment_module,
     run_script,
 )
-from tests.support.docfake import DocFake
+from tests.support.docfake import doc_fake, serve
 from tests.support.faultserver import FaultServer
 
 DOCS = ROOT / "docs"
@@ -81,7 +82,7 @@ async def test_example_runs(block: Block, tmp_path: Path) -> None:
         async with AsyncExitStack() as stack:
             fakes = {a: await stack.enter_async_context(FaultServer()) for a in addresses}
             for srv in fakes.values():
-                DocFake(router=block.router).install(srv)
+                serve(doc_fake(router=block.router), srv)
             script.write_text(ADDRESS.sub(lambda m: fakes[m[0]].url, block.code))
             code, out, err = await run_script(script)
         idle = [a for a, srv in fakes.items() if not srv.requests]
@@ -160,11 +161,11 @@ def test_every_page_is_in_the_nav() -> None:
 @pytest.mark.asyncio
 async def test_the_fake_answers_as_the_examples_expect() -> None:
     """The docs' fake: a tool call while tools are offered and unanswered, JSON for a schema,
-    the answer otherwise, and the previous prompt reported as cached."""
+    the answer otherwise, and the previous prompt and answer reported as cached."""
     tool = ToolSchema("f", "", {"type": "object", "properties": {"n": {"type": "integer"}}})
     schema = {"type": "object", "properties": {"name": {"type": "string"}}}
     async with FaultServer() as srv:
-        DocFake().install(srv)
+        fake = serve(doc_fake(), srv)
         async with Client(Config(base_url=srv.url)) as client:
             first = await client.complete(ChatRequest([UserMessage("x")], tools=[tool], slot=0))
             assert [(c.name, c.arguments) for c in first.tool_calls] == [("f", '{"n": 1}')]
@@ -173,17 +174,19 @@ async def test_the_fake_answers_as_the_examples_expect() -> None:
             second = await client.complete(ChatRequest(history, tools=[tool], slot=0))
             assert second.content == "The answer is 42."
             assert second.timings is not None
-            assert first.usage.prompt_tokens == second.timings.cache_n
+            sent = fake.requests[1].body["messages"]  # the previous prompt, its answer echoed
+            assert first.usage.prompt_tokens == prompt_tokens(sent[0])
+            assert second.timings.cache_n == prompt_tokens(sent[0]) + prompt_tokens(sent[1])
             typed = await client.complete(ChatRequest([UserMessage("y")], json_schema=schema))
             assert typed.content == '{"name": "Paris"}'
 
 
 @pytest.mark.asyncio
 async def test_the_fake_router_loads_fails_and_admits_as_a_router_does() -> None:
-    """``DocFake(router=True)``: models move unloaded -> loading -> loaded after a load,
+    """``doc_fake(router=True)``: models move unloaded -> loading -> loaded after a load,
     ``broken`` fails with its exit code, ``?model=`` GETs and chats go through the router."""
     async with FaultServer() as srv:
-        DocFake(router=True).install(srv)
+        serve(doc_fake(router=True), srv)
         async with Client(Config(srv.url, model="qwen3-4b")) as client:
             assert {(m.id, m.status) for m in await client.models()} == {
                 ("qwen3-4b", "unloaded"),
@@ -215,6 +218,6 @@ async def test_the_fake_router_loads_fails_and_admits_as_a_router_does() -> None
             with pytest.raises(HTTPStatusError, match="not found"):
                 await client.slots()
     async with FaultServer() as srv:
-        DocFake().install(srv)  # a plain server lists its one model, loaded
+        serve(doc_fake(), srv)  # a plain server lists its one model, loaded
         async with Client(Config(srv.url)) as client:
             assert [(m.id, m.status) for m in await client.models()] == [("model.gguf", "loaded")]

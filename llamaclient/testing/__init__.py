@@ -12,11 +12,15 @@ With pytest, the ``fake_llama`` fixture (this package's plugin, registered as th
 ``llamaclient`` entry point in ``pytest11``) gives a fresh ``FakeLlama`` per test.
 """
 
-from ._fake import FakeLlama, FakeRequest, FakeResponse, FakeTransport, Reply, stream_body
+from ._fake import FakeCall, FakeLlama, FakeRequest, Reply, stream_body
 from ._recording import Recording, RecordingFormatError, load
+from ._response import FakeResponse, FakeTransport
+from ._serving import FakeModel
 
 __all__ = [
+    "FakeCall",
     "FakeLlama",
+    "FakeModel",
     "FakeRequest",
     "FakeResponse",
     "FakeTransport",

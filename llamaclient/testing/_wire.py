@@ -1,19 +1,27 @@
-"""What FakeLlama sends: a scripted answer turned into llama-server's stream, HTTP chunk by
-HTTP chunk, shaped as the wire notes (§1) and the recordings show:
+"""llama-server's chat chunks, the one builder of them: FakeLlama's streams and the tests'
+scripted ones (``tests/support``) are all made here, shaped as the wire notes (§1.3, key
+order included) and the recordings show.
 
-- with ``return_progress``: a 0 % and a 100 % progress event, each with the role delta
-  (with a slow prefill: 0, 25, 50, 75 and 100 %, spread over the prefill's seconds);
-- the first token's HTTP chunk carries the role delta and the token's delta; every later
-  token is one HTTP chunk with one delta (reasoning, then content, then tool calls);
-- a tool call's first delta carries its id, type, name and first argument fragment, the
-  later ones only argument fragments;
-- with ``timings_per_token``: ``timings`` on the last event of every chunk;
-- the final chunk: the finish chunk and, with ``stream_options.include_usage``, the usage
-  chunk (``choices: []``), ``timings`` on the last of them; then ``data: [DONE]`` alone.
+- :func:`chunk` is one ``chat.completion.chunk``: ``choices``, ``created``, ``id``,
+  ``model``, ``system_fingerprint``, ``object``, then ``usage``, ``timings`` and
+  ``prompt_progress`` when given; :func:`timings`, :func:`usage` and :func:`progress` are
+  its objects, :func:`error_envelope` the error body, :func:`sse` one ``data:`` event.
+- :class:`Layout` lays a whole answer out, HTTP chunk by HTTP chunk, as llama-server
+  streams it:
 
-Each HTTP chunk carries the time it is due, in seconds after the response headers: the
-prefill's progress events spread over it, then each token (and the finish chunk) ``pace``
-seconds after the one before.
+  - with ``return_progress``: a 0 % and a 100 % progress event, each with the role delta
+    (with a slow prefill: 0, 25, 50, 75 and 100 %, spread over the prefill's seconds);
+  - the first token's HTTP chunk carries the role delta and the token's delta; every later
+    token is one HTTP chunk with one delta (reasoning, then content, then tool calls);
+  - a tool call's first delta carries its id, type, name and first argument fragment, the
+    later ones only argument fragments;
+  - with ``timings_per_token``: ``timings`` on the last event of every chunk;
+  - the final chunk: the finish chunk and, with ``stream_options.include_usage``, the usage
+    chunk (``choices: []``), ``timings`` on the last of them; then ``data: [DONE]`` alone.
+
+  Each HTTP chunk carries the time it is due, in seconds after the response headers: the
+  prefill's progress events spread over it, then each token (and the finish chunk) its
+  ``pace`` after the one before.
 """
 
 from __future__ import annotations
@@ -21,26 +29,171 @@ from __future__ import annotations
 import json
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._types.messages import ToolCall
 
 __all__ = [
+    "DONE",
+    "FINGERPRINT",
     "PREFILL_BATCHES",
+    "ROLE",
     "Answer",
+    "Head",
+    "Layout",
     "Piece",
+    "chunk",
+    "dumps",
     "error_body",
+    "error_envelope",
+    "fake_id",
     "pieces",
+    "progress",
     "prompt_tokens",
+    "sse",
     "stream_chunks",
+    "timings",
+    "usage",
+    "whole_answer",
 ]
 
 _WORD = re.compile(r"\s*\S+")
 _ALNUM = string.ascii_letters + string.digits
 FINGERPRINT = "b0-fakellama"
 PREFILL_BATCHES = 4  # a slow prefill's progress events: 0, 25, 50, 75 and 100 % of the prompt
+ROLE: Mapping[str, Any] = {"role": "assistant", "content": None}  # the role delta (§1.4)
+
+# -- one event --------------------------------------------------------------------------
+
+
+def dumps(obj: Any) -> str:
+    """JSON as llama-server writes it: compact, one line, raw UTF-8."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def sse(obj: Any) -> bytes:
+    """One ``data:`` event: ``obj`` as compact JSON (a ``str`` as it is)."""
+    return f"data: {obj if isinstance(obj, str) else dumps(obj)}\n\n".encode()
+
+
+DONE = sse("[DONE]")  # the end of a stream, in an HTTP chunk of its own
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    500: "server_error",
+    501: "not_supported_error",
+    503: "unavailable_error",
+}
+
+
+def error_envelope(code: int, message: str, type: str | None = None) -> dict[str, Any]:
+    """llama-server's error body ``{"error":{"code","message","type"}}``; ``type`` defaults
+    to the one llama-server uses for ``code``."""
+    kind = type if type is not None else _ERROR_TYPES.get(code, "server_error")
+    return {"error": {"code": code, "message": message, "type": kind}}
+
+
+def error_body(code: int, message: str, type: str | None = None) -> bytes:
+    """:func:`error_envelope` as the bytes llama-server sends."""
+    return dumps(error_envelope(code, message, type)).encode()
+
+
+def _rates(kind: str, ms: float, n: int, per_token: float) -> dict[str, float]:
+    """``<kind>_per_token_ms`` and ``<kind>_per_second`` for ``n`` tokens in ``ms`` (at
+    ``per_token`` ms a token when there are none)."""
+    if n and ms:
+        per_token = ms / n
+    return {f"{kind}_per_token_ms": per_token, f"{kind}_per_second": 1000 / per_token}
+
+
+def timings(
+    cache_n: int,
+    prompt_n: int,
+    predicted_n: int,
+    *,
+    prompt_ms: float | None = None,
+    predicted_ms: float | None = None,
+    prompt_speed: float = 0.5,
+    speed: float = 5.0,
+) -> dict[str, Any]:
+    """The ``timings`` object, in llama-server's key order. The milliseconds default to
+    ``prompt_speed`` a prompt token and ``speed`` a generated one; the rates follow."""
+    prompt = prompt_n * prompt_speed if prompt_ms is None else prompt_ms
+    predicted = predicted_n * speed if predicted_ms is None else predicted_ms
+    return {
+        "cache_n": cache_n,
+        "prompt_n": prompt_n,
+        "prompt_ms": prompt,
+        **_rates("prompt", prompt, prompt_n, prompt_speed),
+        "predicted_n": predicted_n,
+        "predicted_ms": predicted,
+        **_rates("predicted", predicted, predicted_n, speed),
+    }
+
+
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:
+    """The ``usage`` object of the usage chunk (``prompt_tokens`` counts the cached ones)."""
+    return {
+        "completion_tokens": completion_tokens,
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+    }
+
+
+def progress(total: int, cache: int, processed: int, time_ms: float) -> dict[str, Any]:
+    """The ``prompt_progress`` object (``processed`` counts the cached tokens)."""
+    return {"total": total, "cache": cache, "processed": processed, "time_ms": time_ms}
+
+
+@dataclass(frozen=True)
+class Head:
+    """What every chunk of one answer carries besides its choice."""
+
+    id: str
+    model: str
+    created: int
+    fingerprint: str = FINGERPRINT
+
+
+def chunk(
+    delta: Mapping[str, Any] | None,
+    finish: str | None = None,
+    *,
+    head: Head,
+    index: int = 0,
+    usage: Mapping[str, Any] | None = None,
+    timings: Mapping[str, Any] | None = None,
+    prompt_progress: Mapping[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` in llama-server's key order. ``delta=None`` gives
+    ``"choices":[]`` (the usage chunk); ``usage``, ``timings``, ``prompt_progress`` and then
+    ``extra`` come last, each only when given."""
+    choices = [] if delta is None else [{"finish_reason": finish, "index": index,
+                                         "delta": dict(delta)}]
+    out: dict[str, Any] = {
+        "choices": choices,
+        "created": head.created,
+        "id": head.id,
+        "model": head.model,
+        "system_fingerprint": head.fingerprint,
+        "object": "chat.completion.chunk",
+    }
+    for key, value in (("usage", usage), ("timings", timings),
+                       ("prompt_progress", prompt_progress)):
+        if value is not None:
+            out[key] = value
+    out.update(extra)
+    return out
+
+
+# -- a whole answer ---------------------------------------------------------------------
 
 
 def pieces(text: str, chunk: int | None) -> list[str]:
@@ -145,43 +298,51 @@ class Piece:
     at: float = 0.0
 
 
+def _no_pace(n: int) -> float:
+    return 0.0
+
+
 @dataclass
-class _Stream:
-    base: dict[str, Any]
+class Layout:
+    """How one streamed answer goes on the wire (see the module doc): its :class:`Head`,
+    the prompt (``total`` tokens, ``cache`` of them reused), whether every token's chunk
+    carries ``timings`` (``per_token``) and the usage chunk comes (``usage``), the speeds
+    the timings report (ms a token: ``prompt_speed``, ``speed``) and the ``prefill``'s
+    seconds."""
+
+    head: Head
     total: int
     cache: int
-    per_token: bool
+    per_token: bool = False
+    usage: bool = False
+    prompt_speed: float = 0.5
+    speed: float = 5.0
     prefill: float = 0.0
     out: list[Piece] = field(default_factory=list)
     at: float = 0.0  # when the chunk emitted next is due
     generating: float = 0.0  # seconds the tokens took (paced answers)
 
     def timings(self, predicted: int) -> dict[str, Any]:
-        prompt_n = self.total - self.cache
-        prompt_ms = self.prefill * 1000 if self.prefill else prompt_n * 0.5
-        predicted_ms = round(self.generating * 1000, 6) if self.generating else predicted * 5.0
-        return {
-            "cache_n": self.cache,
-            "prompt_n": prompt_n,
-            "prompt_ms": prompt_ms,
-            **_rates("prompt", prompt_ms, prompt_n, 0.5),
-            "predicted_n": predicted,
-            "predicted_ms": predicted_ms,
-            **_rates("predicted", predicted_ms, predicted, 5.0),
-        }
+        return timings(
+            self.cache,
+            self.total - self.cache,
+            predicted,
+            prompt_ms=self.prefill * 1000 if self.prefill else None,
+            predicted_ms=round(self.generating * 1000, 6) if self.generating else None,
+            prompt_speed=self.prompt_speed,
+            speed=self.speed,
+        )
 
-    def chunk(
-        self, delta: dict[str, Any] | None, finish: str | None = None, **extra: Any
-    ) -> dict[str, Any]:
-        choices = [] if delta is None else [{"finish_reason": finish, "index": 0, "delta": delta}]
-        return {"choices": choices, **self.base, **extra}
+    def chunk(self, delta: Mapping[str, Any] | None, finish: str | None = None,
+              **extra: Any) -> dict[str, Any]:
+        return chunk(delta, finish, head=self.head, **extra)
 
     def emit(self, events: Sequence[dict[str, Any]], tokens: int, timed: bool) -> None:
+        """One HTTP chunk of ``events``, ``timings`` on the last one when ``timed``."""
         events = list(events)
         if timed:
-            events[-1] = {**events[-1], "timings": self.timings(tokens)}
-        data = b"".join(sse(e) for e in events)
-        self.out.append(Piece(data, tokens, self.at))
+            events[-1] = _with_timings(events[-1], self.timings(tokens))
+        self.out.append(Piece(b"".join(sse(e) for e in events), tokens, self.at))
 
     def progress(self) -> None:
         """The prompt's progress events: 0 and 100 %, or, with a prefill, one per batch
@@ -190,28 +351,52 @@ class _Stream:
         for i in range(batches + 1):
             processed = self.cache + -(-(self.total - self.cache) * i // batches)
             self.at = self.prefill * i / batches
-            ms = round(self.at * 1000, 3) if self.prefill else (processed - self.cache) * 0.5
-            progress = {"total": self.total, "cache": self.cache, "processed": processed,
-                        "time_ms": ms}
-            self.emit([self.chunk(ROLE, prompt_progress=progress)], 0,
+            ms = (round(self.at * 1000, 3) if self.prefill
+                  else (processed - self.cache) * self.prompt_speed)
+            done = progress(self.total, self.cache, processed, ms)
+            self.emit([self.chunk(ROLE, prompt_progress=done)], 0,
                       self.per_token and processed > 0)
 
+    def pieces(
+        self,
+        deltas: Sequence[Mapping[str, Any]],
+        finish: str | None,
+        *,
+        pace: Callable[[int], float] = _no_pace,
+        role: bool = True,
+        done: bool = True,
+    ) -> list[Piece]:
+        """The body after the progress events: ``deltas`` one per HTTP chunk (the role
+        delta with the first, unless ``role`` is False), the final chunk with ``finish``
+        (none when it is None: a truncated generation), then ``[DONE]`` (unless ``done`` is
+        False). ``pace(n)`` is the seconds before the ``n``-th chunk (from 1)."""
+        self.at = self.prefill
+        for n, delta in enumerate(deltas, start=1):
+            self.at += pace(n)
+            self.generating = self.at - self.prefill
+            first = [self.chunk(ROLE)] if n == 1 and role else []
+            self.emit([*first, self.chunk(delta)], n, self.per_token)
+        if not deltas and role:  # nothing generated: the role delta alone
+            self.emit([self.chunk(ROLE)], 0, False)
+        if finish is not None:
+            self.at += pace(len(deltas) + 1)
+            final = [self.chunk({}, finish)]
+            if self.usage:
+                final.append(self.chunk(None, usage=usage(self.total, len(deltas), self.cache)))
+            self.emit(final, len(deltas), True)
+        if done:
+            self.out.append(Piece(DONE, len(deltas), self.at))
+        return self.out
 
-def _rates(kind: str, ms: float, n: int, per_token: float) -> dict[str, float]:
-    """``<kind>_per_token_ms`` and ``<kind>_per_second`` for ``n`` tokens in ``ms``."""
-    if n and ms:
-        per_token = ms / n
-    return {f"{kind}_per_token_ms": per_token, f"{kind}_per_second": 1000 / per_token}
 
-
-def sse(obj: Any) -> bytes:
-    """One ``data:`` event, compact JSON as llama-server writes it."""
-    text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False,
-                                                        separators=(",", ":"))
-    return f"data: {text}\n\n".encode()
-
-
-ROLE = {"role": "assistant", "content": None}
+def _with_timings(event: Mapping[str, Any], times: dict[str, Any]) -> dict[str, Any]:
+    """``event`` with ``timings``, in its place in the key order (before
+    ``prompt_progress``)."""
+    out = {k: v for k, v in event.items() if k != "prompt_progress"}
+    out["timings"] = times
+    if "prompt_progress" in event:
+        out["prompt_progress"] = event["prompt_progress"]
+    return out
 
 
 def stream_chunks(
@@ -225,42 +410,18 @@ def stream_chunks(
     created: int,
     prefill: float = 0.0,
 ) -> list[Piece]:
-    """The body of a streamed answer to ``body``, HTTP chunk by HTTP chunk; the prompt takes
-    ``prefill`` seconds."""
-    base = {
-        "created": created,
-        "id": completion_id,
-        "model": model,
-        "system_fingerprint": FINGERPRINT,
-        "object": "chat.completion.chunk",
-    }
-    s = _Stream(base, total, cache, bool(body.get("timings_per_token")), prefill)
+    """The body of a streamed answer to the request ``body``, HTTP chunk by HTTP chunk; the
+    prompt takes ``prefill`` seconds."""
+    options = body.get("stream_options")
+    with_usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
+    layout = Layout(Head(completion_id, model, created), total, cache,
+                    per_token=bool(body.get("timings_per_token")), usage=with_usage,
+                    prefill=prefill)
     if body.get("return_progress"):
-        s.progress()
-    s.at = prefill
+        layout.progress()
     max_tokens = body.get("max_tokens", body.get("n_predict"))
     deltas, finish = answer.deltas(max_tokens if isinstance(max_tokens, int) else None)
-    for n, delta in enumerate(deltas, start=1):
-        s.at += answer.delay(n)
-        s.generating = s.at - prefill
-        events = [s.chunk(ROLE), s.chunk(delta)] if n == 1 else [s.chunk(delta)]
-        s.emit(events, n, s.per_token)
-    if not deltas:  # nothing generated: the role delta alone
-        s.emit([s.chunk(ROLE)], 0, False)
-    s.at += answer.delay(len(deltas) + 1)
-    final = [s.chunk({}, finish)]
-    options = body.get("stream_options")
-    if isinstance(options, Mapping) and options.get("include_usage"):
-        usage = {
-            "completion_tokens": len(deltas),
-            "prompt_tokens": total,
-            "total_tokens": total + len(deltas),
-            "prompt_tokens_details": {"cached_tokens": cache},
-        }
-        final.append(s.chunk(None, usage=usage))
-    s.emit(final, len(deltas), True)
-    s.out.append(Piece(sse("[DONE]"), len(deltas), s.at))
-    return s.out
+    return layout.pieces(deltas, finish, pace=answer.delay)
 
 
 def whole_answer(
@@ -284,22 +445,15 @@ def whole_answer(
         message["reasoning_content"] = reasoning
     if answer.tool_calls:
         message["tool_calls"] = answer.echo()["tool_calls"]
-    s = _Stream({}, total, cache, False, prefill)
+    layout = Layout(Head(completion_id, model, created), total, cache, prefill=prefill)
     out = {
         "choices": [{"finish_reason": finish, "index": 0, "message": message}],
         "created": created,
         "model": model,
         "system_fingerprint": FINGERPRINT,
         "object": "chat.completion",
-        "usage": {"completion_tokens": len(deltas), "prompt_tokens": total,
-                  "total_tokens": total + len(deltas),
-                  "prompt_tokens_details": {"cached_tokens": cache}},
+        "usage": usage(total, len(deltas), cache),
         "id": completion_id,
-        "timings": s.timings(len(deltas)),
+        "timings": layout.timings(len(deltas)),
     }
-    return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def error_body(code: int, message: str, type: str) -> bytes:
-    """llama-server's error envelope."""
-    return json.dumps({"error": {"code": code, "message": message, "type": type}}).encode()
+    return dumps(out).encode()

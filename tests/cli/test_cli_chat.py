@@ -15,7 +15,7 @@ from llamaclient import AssistantMessage, SystemMessage, UserMessage
 from llamaclient._cli.chat import ChatOptions, chat_main
 from llamaclient._cli.view import ConsoleView
 from llamaclient.testing import FakeLlama
-from tests.cli.fakes import KEY, Keyed
+from tests.cli.fakes import KEY
 
 
 def asker(*lines: str) -> Callable[[], str]:
@@ -149,13 +149,13 @@ def test_chat_sends_the_api_key(where: str, monkeypatch: pytest.MonkeyPatch) -> 
     """``--api-key`` (or ``LLAMA_API_KEY``) goes to the server, as a bearer token, on every
     turn; the screen never shows it."""
     monkeypatch.delenv("LLAMA_API_KEY", raising=False)
-    fake = FakeLlama().reply("One.").reply("Two.")
+    fake = FakeLlama(api_key=KEY).reply("One.").reply("Two.")
     if where == "option":
         options = chat_args("--url", fake.url, "--api-key", KEY)
     else:
         monkeypatch.setenv("LLAMA_API_KEY", KEY)
         options = chat_args("--url", fake.url)
-    options.transport = Keyed(fake, KEY)
+    options.transport = fake.transport()
     out = io.StringIO()
     view = ConsoleView(Console(file=out, width=100, color_system=None))
     assert chat_main(options, ["first", "second"], False, view, asker()) == 0
@@ -168,9 +168,9 @@ def test_without_the_key_the_chat_fails_naming_the_refusal(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("LLAMA_API_KEY", raising=False)
-    fake = FakeLlama().reply("One.")
+    fake = FakeLlama(api_key=KEY).reply("One.")
     options = chat_args("--url", fake.url)
-    options.transport = Keyed(fake, KEY)
+    options.transport = fake.transport()
     out = io.StringIO()
     view = ConsoleView(Console(file=out, width=100, color_system=None))
     assert chat_main(options, ["first"], False, view, asker()) == 1

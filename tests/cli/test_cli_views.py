@@ -83,7 +83,7 @@ async def test_console_view_shows_tool_calls_as_their_arguments_arrive() -> None
 @pytest.mark.anyio
 async def test_console_view_notes_waiting_and_retries() -> None:
     view, out = console_view()
-    fake = FakeLlama().fail(loading=True).reply("ok")
+    fake = FakeLlama().fail(loading=0.01).reply("ok")
     await turn(fake, view)
     assert "… the model is loading\n" in out.getvalue()
 

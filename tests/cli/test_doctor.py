@@ -13,8 +13,8 @@ from llamaclient import Config, Transport
 from llamaclient._cli import main
 from llamaclient._cli.app import verdict_line
 from llamaclient._cli.doctor import Verdict, diagnose
-from llamaclient.testing import FakeLlama
-from tests.cli.fakes import KEY, FakeRouter, Keyed, probe_over
+from llamaclient.testing import FakeLlama, FakeModel
+from tests.cli.fakes import KEY, probe_over
 
 pytestmark = pytest.mark.anyio
 
@@ -116,10 +116,13 @@ async def test_a_server_that_does_not_say_gets_words_not_none() -> None:
 # -- a router ------------------------------------------------------------------------------
 
 
-def router(*loaded: str) -> tuple[FakeRouter, FakeLlama, FakeLlama]:
+def router(*loaded: str) -> tuple[Transport, FakeLlama, FakeLlama]:
+    """A router in front of two models, each its own FakeLlama."""
     alpha = FakeLlama(model="alpha", n_ctx=2048, n_slots=2).reply("OK")
     beta = FakeLlama(model="beta", n_ctx=1024, n_slots=3).reply("OK")
-    return FakeRouter({"alpha": alpha, "beta": beta}, loaded), alpha, beta
+    models = {name: FakeModel("loaded" if name in loaded else "unloaded", server=server)
+              for name, server in (("alpha", alpha), ("beta", beta))}
+    return FakeLlama(models=models).transport(), alpha, beta
 
 
 async def test_a_router_is_checked_on_its_first_loaded_model() -> None:
@@ -167,8 +170,8 @@ async def test_a_router_without_that_model_cannot_serve_it() -> None:
 
 
 async def test_the_api_key_is_sent_with_every_check() -> None:
-    fake = FakeLlama().reply("OK")
-    ok, seen = await verdicts(fake, Keyed(fake, KEY), api_key=KEY)
+    fake = FakeLlama(api_key=KEY).reply("OK")
+    ok, seen = await verdicts(fake, api_key=KEY)
     assert ok, seen
     assert list(seen) == NAMES
     assert fake.requests[0].headers["authorization"] == f"Bearer {KEY}"
@@ -176,8 +179,8 @@ async def test_the_api_key_is_sent_with_every_check() -> None:
 
 @pytest.mark.parametrize("key", [None, "sk-a-wrong-one"])
 async def test_a_refused_api_key_is_named(key: str | None) -> None:
-    fake = FakeLlama().reply("OK")
-    ok, seen = await verdicts(fake, Keyed(fake, KEY), api_key=key)
+    fake = FakeLlama(api_key=KEY).reply("OK")
+    ok, seen = await verdicts(fake, api_key=key)
     assert not ok
     assert list(seen) == ["reachable", "API key"]
     assert seen["API key"].level == "bad"

@@ -51,6 +51,7 @@ from tests.support.faultserver import (
     error_event,
     sse,
     stream,
+    timings,
 )
 
 pytestmark = pytest.mark.anyio
@@ -58,12 +59,6 @@ pytestmark = pytest.mark.anyio
 BASE = "http://llama.test"
 ROLE = {"role": "assistant", "content": None}
 CALL_ID = "x" * 32
-
-
-def timings(n: int) -> dict[str, Any]:
-    return {"cache_n": 0, "prompt_n": 20, "prompt_ms": 50.0, "prompt_per_token_ms": 2.5,
-            "prompt_per_second": 400.0, "predicted_n": n, "predicted_ms": 10.0 * n,
-            "predicted_per_token_ms": 10.0, "predicted_per_second": 100.0}
 
 
 def rich_body() -> bytes:

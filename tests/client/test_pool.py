@@ -1,8 +1,10 @@
-"""The Pool against in-memory servers: where sessions go (Routed), stickiness, busy slots,
+"""The Pool against FakeLlama servers: where sessions go (Routed), stickiness, busy slots,
 /slots disabled, failover before output, never after, the in-flight counts, a pool of
 routers."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import anyio
 import pytest
@@ -19,21 +21,40 @@ from llamaclient import (
     UserMessage,
 )
 from llamaclient._turn.balancer import Balancer, Route
-from tests.support.fakefleet import FakeRouter, FakeServer
+from llamaclient.testing import FakeCall, FakeLlama, FakeModel, FakeRequest
 
 pytestmark = pytest.mark.anyio
+
+
+def ok(_: FakeRequest) -> str:
+    return "ok"
+
+
+def server(n_slots: int = 2, *, hold: anyio.Event | None = None, **options: Any) -> FakeLlama:
+    """A llama-server answering every chat "ok" (after ``hold`` is set, when given)."""
+    return FakeLlama(n_slots=n_slots, **options).fail(hold=hold).reply(ok)
+
+
+def router(*models: str, loaded: bool = False) -> FakeLlama:
+    """A router over ``models`` (all running with ``loaded``) answering every chat "ok"."""
+    status = "loaded" if loaded else "unloaded"
+    return FakeLlama(models={m: FakeModel(status) for m in models}, n_slots=2).reply(ok)
 
 
 def request(session: str | None = None, **fields: object) -> ChatRequest:
     return ChatRequest([UserMessage("hi")], session=session, **fields)  # type: ignore[arg-type]
 
 
-def pool(*fakes: FakeServer, model: str = "") -> Pool:
+def pool(*fakes: FakeLlama, model: str = "") -> Pool:
     configs = [
         Config(f"http://s{i}", model=model, retry_backoff=0.001, retry_max_backoff=0.002)
         for i in range(len(fakes))
     ]
-    return Pool(configs, transports=fakes)
+    return Pool(configs, transports=[f.transport() for f in fakes])
+
+
+def looks(fake: FakeLlama, *paths: str) -> list[FakeCall]:
+    return [c for c in fake.calls if c.path in paths]
 
 
 async def turn(p: Pool, req: ChatRequest) -> tuple[Routed, list[ChatEvent]]:
@@ -49,18 +70,18 @@ def idle(p: Pool) -> bool:
 
 
 async def test_routed_comes_first_and_a_new_session_goes_to_the_freest_server() -> None:
-    fakes = [FakeServer(2), FakeServer(2), FakeServer(2)]
+    fakes = [server(2), server(2), server(2)]
     fakes[0].busy = {0, 1}
     fakes[1].busy = {0}
     async with pool(*fakes) as p:
         routed, _ = await turn(p, request("a"))
     assert routed == Routed("http://s2", 0, "new session")
     assert not routed.cache_lost
-    assert fakes[2].chats[0].json["id_slot"] == 0
+    assert fakes[2].requests[0].settings["id_slot"] == 0
 
 
 async def test_a_session_stays_on_its_server_and_slot() -> None:
-    fakes = [FakeServer(2), FakeServer(2)]
+    fakes = [server(2), server(2)]
     async with pool(*fakes) as p:
         first, _ = await turn(p, request("a"))
         second, _ = await turn(p, request("b"))
@@ -68,22 +89,20 @@ async def test_a_session_stays_on_its_server_and_slot() -> None:
         assert idle(p)
     assert (first.server, second.server) == ("http://s0", "http://s1")
     assert again == [Routed("http://s0", first.slot, "sticky")] * 3
-    assert [c.json["id_slot"] for c in fakes[0].chats] == [first.slot] * 4
+    assert [c.settings["id_slot"] for c in fakes[0].requests] == [first.slot] * 4
 
 
 async def test_sticky_turns_do_not_look_at_the_servers() -> None:
-    fakes = [FakeServer(2), FakeServer(2)]
+    fakes = [server(2), server(2)]
     async with pool(*fakes) as p:
         await turn(p, request("a"))
-        looks = sum(s.path == "/slots" for f in fakes for s in f.sent)
+        before = sum(len(looks(f, "/slots")) for f in fakes)
         await turn(p, request("a"))
-        assert sum(s.path == "/slots" for f in fakes for s in f.sent) - looks == 1  # the gate's
+        assert sum(len(looks(f, "/slots")) for f in fakes) - before == 1  # the gate's
 
 
 async def test_sessions_spread_over_every_slot() -> None:
-    fakes = [FakeServer(2) for _ in range(3)]
-    for fake in fakes:
-        fake.hold = anyio.Event()
+    fakes = [server(2, hold=anyio.Event()) for _ in range(3)]
     async with pool(*fakes) as p:
         streams = [p.chat(request(f"s{i}")) for i in range(6)]
         firsts = [await s.__anext__() for s in streams]
@@ -95,17 +114,16 @@ async def test_sessions_spread_over_every_slot() -> None:
 
 
 async def test_an_explicit_slot_wins() -> None:
-    fakes = [FakeServer(4)]
+    fakes = [server(4)]
     async with pool(*fakes) as p:
         await turn(p, request("a"))
         routed, _ = await turn(p, request("a", slot=3))
     assert routed == Routed("http://s0", 3, "sticky")
-    assert fakes[0].chats[-1].json["id_slot"] == 3
+    assert fakes[0].requests[-1].settings["id_slot"] == 3
 
 
 async def test_no_session_goes_to_the_freest_server_each_time() -> None:
-    fakes = [FakeServer(1), FakeServer(1)]
-    fakes[0].hold = anyio.Event()
+    fakes = [server(1, hold=anyio.Event()), server(1)]
     async with pool(*fakes) as p:
         held = p.chat(request())
         assert (await held.__anext__()) == Routed("http://s0", 0, "new session")
@@ -115,14 +133,13 @@ async def test_no_session_goes_to_the_freest_server_each_time() -> None:
 
 
 async def test_a_session_whose_slot_is_busy_moves_to_a_free_server() -> None:
-    fakes = [FakeServer(1), FakeServer(1)]
+    fakes = [server(1), server(1)]
     fakes[1].busy = {0}
     async with pool(*fakes) as p:
         first, _ = await turn(p, request("a"))
         fakes[0].busy, fakes[1].busy = {0}, set()  # another client took a's slot
         p._balancer.servers[0].released.clear()  # ... well after a's turn ended
         await turn(p, request("b"))  # b looks, and sees it
-        fakes[1].hold = None
         moved, _ = await turn(p, request("a"))
     assert first == Routed("http://s0", 0, "new session")
     assert moved.reason == "slot busy"
@@ -130,23 +147,23 @@ async def test_a_session_whose_slot_is_busy_moves_to_a_free_server() -> None:
 
 
 async def test_a_session_busy_with_its_own_request_stays_in_line() -> None:
-    fakes = [FakeServer(1), FakeServer(1)]
-    fakes[0].hold = anyio.Event()
+    gate = anyio.Event()
+    fakes = [server(1, hold=gate), server(1)]
     async with pool(*fakes) as p:
         first = p.chat(request("a"))
         assert (await first.__anext__()) == Routed("http://s0", 0, "new session")
         second = p.chat(request("a"))
         assert (await second.__anext__()) == Routed("http://s0", 0, "sticky")
-        fakes[0].hold.set()
+        gate.set()
         async with anyio.create_task_group() as tg:
             tg.start_soon(first.collect)
             tg.start_soon(second.collect)
-    assert len(fakes[0].chats) == 2
-    assert not fakes[1].chats
+    assert len(fakes[0].requests) == 2
+    assert not fakes[1].requests
 
 
 async def test_a_server_with_every_slot_busy_gets_no_new_session() -> None:
-    fakes = [FakeServer(2), FakeServer(2)]
+    fakes = [server(2), server(2)]
     fakes[0].busy = {0, 1}
     async with pool(*fakes) as p:
         routes = [(await turn(p, request(f"s{i}")))[0].server for i in range(3)]
@@ -154,9 +171,7 @@ async def test_a_server_with_every_slot_busy_gets_no_new_session() -> None:
 
 
 async def test_without_slots_the_pool_counts_its_own_requests() -> None:
-    fakes = [FakeServer(2, slots_enabled=False), FakeServer(2, slots_enabled=False)]
-    for fake in fakes:
-        fake.hold = anyio.Event()
+    fakes = [server(2, hold=anyio.Event(), slots_endpoint=False) for _ in range(2)]
     async with pool(*fakes) as p:
         streams = [p.chat(request(f"s{i}")) for i in range(4)]
         firsts = [await s.__anext__() for s in streams]
@@ -167,7 +182,7 @@ async def test_without_slots_the_pool_counts_its_own_requests() -> None:
 
 
 async def test_a_down_server_is_left_out_and_its_sessions_move() -> None:
-    fakes = [FakeServer(2), FakeServer(2)]
+    fakes = [server(2), server(2)]
     async with pool(*fakes) as p:
         first, _ = await turn(p, request("a"))
         fakes[0].down = True
@@ -182,27 +197,26 @@ async def test_a_down_server_is_left_out_and_its_sessions_move() -> None:
 
 @pytest.mark.parametrize("slots_enabled", [True, False])
 async def test_a_server_failing_its_looks_is_left_out(slots_enabled: bool) -> None:
-    fakes = [FakeServer(2, slots_enabled=slots_enabled), FakeServer(2)]
-    fakes[0].failing = 503
+    fakes = [server(2, slots_endpoint=slots_enabled), server(2)]
+    fakes[0].fail(loading=60)  # 503 Loading model to every request, its looks too
     async with pool(*fakes) as p:
         routes = [(await turn(p, request(f"s{i}")))[0].server for i in range(3)]
     assert routes == ["http://s1"] * 3
-    assert not fakes[0].chats
+    assert not fakes[0].requests
 
 
 async def test_a_pool_of_routers_never_loads_a_model_by_looking() -> None:
-    fakes = [FakeRouter("m"), FakeRouter("m")]
+    fakes = [router("m"), router("m")]
     async with pool(*fakes, model="m") as p:
         routed, events = await turn(p, request("a"))
     assert routed.reason == "new session"
     assert [type(e).__name__ for e in events[:2]] == ["Routed", "ModelLoading"]
-    assert not [s for f in fakes for s in f.sent if s.path in ("/slots", "/props")]
+    assert not [s for f in fakes for s in looks(f, "/slots", "/props")]
     assert routed.slot is None  # slots not known yet: the server picks
 
 
 async def test_a_refused_chat_fails_over_before_any_output() -> None:
-    fakes = [FakeServer(2), FakeServer(2)]
-    fakes[0].refuse_chats = True
+    fakes = [server(2).fail(down=True), server(2)]  # s0 dies as the chat comes
     async with pool(*fakes) as p:
         events = [e async for e in p.chat(request("a"))]
         assert idle(p)
@@ -214,18 +228,18 @@ async def test_a_refused_chat_fails_over_before_any_output() -> None:
 
 async def test_a_busy_answer_is_retried_on_the_same_server() -> None:
     """503/429 mean "busy", not "down": the client's own retry, on the session's server."""
-    fakes = [FakeServer(2), FakeServer(2)]
-    fakes[0].chat_statuses = [503]
+    busy = FakeLlama(n_slots=2).fail(error="Service Unavailable", status=503).reply(ok)
+    fakes = [busy, server(2)]
     async with pool(*fakes) as p:
         events = [e async for e in p.chat(request("a"))]
     assert [type(e).__name__ for e in events[:2]] == ["Routed", "Retrying"]
     assert [e for e in events if isinstance(e, Routed)] == [Routed("http://s0", 0, "new session")]
-    assert len(fakes[0].chats) == 2
-    assert not fakes[1].chats
+    assert len(fakes[0].requests) == 2
+    assert not fakes[1].requests
 
 
 async def test_a_down_server_is_tried_again_after_its_backoff() -> None:
-    fakes = [FakeServer(1), FakeServer(1)]
+    fakes = [server(1), server(1)]
     fakes[0].down = True
     async with pool(*fakes) as p:
         first, _ = await turn(p, request("a"))
@@ -237,7 +251,7 @@ async def test_a_down_server_is_tried_again_after_its_backoff() -> None:
 
 
 async def test_no_server_up_is_a_connect_error() -> None:
-    fakes = [FakeServer(1), FakeServer(1)]
+    fakes = [server(1), server(1)]
     fakes[0].down = fakes[1].down = True
     async with pool(*fakes) as p:
         with pytest.raises(ConnectError):
@@ -246,8 +260,7 @@ async def test_no_server_up_is_a_connect_error() -> None:
 
 
 async def test_a_stream_cut_after_output_is_never_run_elsewhere() -> None:
-    fakes = [FakeServer(1), FakeServer(1)]
-    fakes[0].cut_chats = True
+    fakes = [FakeLlama().fail(cut_after=1).reply(ok), server(1)]  # cut after its first piece
     async with pool(*fakes) as p:
         seen: list[ChatEvent] = []
 
@@ -260,11 +273,11 @@ async def test_a_stream_cut_after_output_is_never_run_elsewhere() -> None:
         assert idle(p)
     assert isinstance(seen[0], Routed)
     assert caught.value.partial is not None
-    assert not fakes[1].chats
+    assert not fakes[1].requests
 
 
 async def test_closing_mid_stream_releases_the_slot() -> None:
-    fakes = [FakeServer(1)]
+    fakes = [server(1)]
     async with pool(*fakes) as p:
         async with p.chat(request("a")) as stream:
             async for _ in stream:
@@ -275,18 +288,16 @@ async def test_closing_mid_stream_releases_the_slot() -> None:
 
 
 async def test_a_pool_of_routers_names_the_model() -> None:
-    fakes = [FakeRouter("m"), FakeRouter("m")]
-    for fake in fakes:
-        fake.status["m"] = "loaded"
+    fakes = [router("m", loaded=True), router("m", loaded=True)]
     async with pool(*fakes, model="m") as p:
         routed, _ = await turn(p, request("a"))
     fake = fakes[0] if routed.server == "http://s0" else fakes[1]
-    assert fake.chats[0].json["model"] == "m"
-    assert all(s.query.get("model") == "m" for f in fakes for s in f.sent if s.path == "/slots")
+    assert fake.requests[0].settings["model"] == "m"
+    assert all(s.query.get("model") == "m" for f in fakes for s in looks(f, "/slots"))
 
 
 async def test_complete_and_repr() -> None:
-    async with pool(FakeServer(1)) as p:
+    async with pool(server(1)) as p:
         completion = await p.complete(request("a"))
         assert completion.content == "ok"
         assert repr(p) == "Pool(['http://s0'])"
@@ -325,17 +336,17 @@ def test_a_moved_session_gives_up_its_old_slot() -> None:
 async def test_more_sessions_than_slots_leaves_the_slot_to_the_server() -> None:
     """Pinned, a slot shared by two sessions would lose each one's cache; unpinned, the
     server keeps it in the slot with the longest common prefix or in its RAM cache."""
-    fakes = [FakeServer(2)]
+    fakes = [server(2)]
     async with pool(*fakes) as p:
         firsts = [(await turn(p, request(f"s{i}")))[0] for i in range(3)]
         again = [(await turn(p, request(f"s{i}")))[0] for i in range(3)]
     assert [r.slot for r in firsts] == [0, 1, None]
     assert again == [Routed("http://s0", None, "sticky")] * 3
-    assert [c.json.get("id_slot") for c in fakes[0].chats] == [0, 1, None, None, None, None]
+    assert [c.settings.get("id_slot") for c in fakes[0].requests] == [0, 1, None, None, None, None]
 
 
 async def test_a_session_with_a_slot_of_its_own_keeps_it() -> None:
-    fakes = [FakeServer(2)]
+    fakes = [server(2)]
     async with pool(*fakes) as p:
         firsts = [(await turn(p, request(f"s{i}")))[0] for i in range(2)]
         again = [(await turn(p, request(f"s{i}")))[0] for i in (1, 0, 1)]
@@ -346,18 +357,16 @@ async def test_a_session_with_a_slot_of_its_own_keeps_it() -> None:
 async def test_parse_runs_on_the_routed_server() -> None:
     """``Pool.parse`` is a typed-output chat routed like any other: the schema goes to the
     server the pool picked (the free one), and the validated value comes back."""
-    fakes = [FakeServer(2), FakeServer(2)]
+    fakes = [FakeLlama(n_slots=2).reply(lambda _: '{"n": 7}') for _ in range(2)]
     fakes[0].busy = {0, 1}
-    for fake in fakes:
-        fake.answer_text = '{"n": 7}'
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     async with pool(*fakes) as p:
         assert await p.parse(request("a"), schema) == {"n": 7}
         assert idle(p)
         assert p._balancer.session_server("a") == 1
-    sent = fakes[1].chats[0].json
+    sent = fakes[1].requests[0].body
     assert sent["response_format"]["json_schema"]["schema"] == schema
-    assert not fakes[0].chats
+    assert not fakes[0].requests
 
 
 def test_a_slot_our_own_request_just_left_is_free() -> None:
@@ -375,26 +384,24 @@ def test_a_slot_our_own_request_just_left_is_free() -> None:
 
 async def test_a_chat_naming_its_model_goes_to_the_servers_with_that_model() -> None:
     """A pool of routers: one Config per (router, model); the chat names the model."""
-    routers = [FakeRouter("a", "b"), FakeRouter("a", "b")]
-    for fake in routers:
-        fake.status.update(a="loaded", b="loaded")
+    routers = [router("a", "b", loaded=True), router("a", "b", loaded=True)]
     configs = [
         Config(f"http://r{i}", model=model)
         for i, model in ((0, "a"), (0, "b"), (1, "a"), (1, "b"))
     ]
     fakes = [routers[0], routers[0], routers[1], routers[1]]
-    async with Pool(configs, transports=fakes) as p:
+    async with Pool(configs, transports=[f.transport() for f in fakes]) as p:
         for i in range(4):
             await turn(p, request(f"b{i}", model="b"))
         routed, _ = await turn(p, request("b0", model="b"))
         with pytest.raises(ValueError, match="'zzz'"):
             p.chat(request("x", model="zzz"))
     assert routed.reason == "sticky"
-    assert {c.json["model"] for f in routers for c in f.chats} == {"b"}
-    assert all(len(f.chats) >= 2 for f in routers)  # spread over both routers
+    assert {c.settings["model"] for f in routers for c in f.requests} == {"b"}
+    assert all(len(f.requests) >= 2 for f in routers)  # spread over both routers
 
 
 async def test_servers_naming_no_model_take_any() -> None:
-    async with pool(FakeServer(1), FakeServer(1)) as p:
+    async with pool(server(1), server(1)) as p:
         routed, _ = await turn(p, request("a", model="whatever"))
     assert routed.reason == "new session"

@@ -63,6 +63,8 @@ from typing import Any, ClassVar, TypeAlias, TypeVar
 
 import anyio
 
+from llamaclient.testing import _wire as wire
+
 __all__ = [
     "DONE",
     "PING",
@@ -96,13 +98,14 @@ __all__ = [
     "refused_url",
     "sse",
     "stream",
+    "timings",
 ]
 
 # --------------------------------------------------------------------------------------
 # SSE / llama-server payload helpers
 # --------------------------------------------------------------------------------------
 
-DONE: bytes = b"data: [DONE]\n\n"
+DONE: bytes = wire.DONE
 """The end-of-stream event llama-server sends in its own HTTP chunk."""
 
 PING: bytes = b":\n\n"
@@ -112,42 +115,22 @@ DEFAULT_MODEL = "gemma-3-270m-it"
 DEFAULT_ID = "chatcmpl-" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
 DEFAULT_CREATED = 1760000000
 DEFAULT_FINGERPRINT = "b6000-515e85511"
+PROMPT_SPEED, SPEED = 2.5, 10.0  # ms a prompt token, ms a generated token, in the timings
 
-
-def _dumps(obj: Any) -> str:
-    """Serialise like llama-server: compact, single line, raw UTF-8."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
-def sse(obj: Any) -> bytes:
-    """Return one SSE event ``data: <compact json>\\n\\n`` as llama-server writes it."""
-    return b"data: " + _dumps(obj).encode("utf-8") + b"\n\n"
-
-
-def error_body(code: int, message: str, type: str | None = None) -> dict[str, Any]:
-    """Return a standard llama-server error body ``{"error":{"code","message","type"}}``.
-
-    ``type`` defaults to the type llama-server uses for ``code``.
-    """
-    if type is None:
-        type = _ERROR_TYPES.get(code, "server_error")
-    return {"error": {"code": code, "message": message, "type": type}}
-
-
-_ERROR_TYPES: dict[int, str] = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    500: "server_error",
-    501: "not_supported_error",
-    503: "unavailable_error",
-}
+# The chunks are built by the testing kit's one builder (llamaclient/testing/_wire.py):
+# these are its functions with this server's defaults.
+_dumps = wire.dumps
+sse = wire.sse
+error_body = wire.error_envelope
 
 
 def error_event(message: str = "Compute error.", code: int = 500, type: str | None = None) -> bytes:
     """Return an in-band error event (sent after the stream started; no ``[DONE]`` follows)."""
     return sse(error_body(code, message, type))
+
+
+def _chunk_head(model: str, id: str, created: int) -> wire.Head:
+    return wire.Head(id, model, created, DEFAULT_FINGERPRINT)
 
 
 def chat_chunk(
@@ -158,48 +141,20 @@ def chat_chunk(
     model: str = DEFAULT_MODEL,
     id: str = DEFAULT_ID,
     created: int = DEFAULT_CREATED,
-    usage: Mapping[str, Any] | None = None,
-    timings: Mapping[str, Any] | None = None,
-    **extra: Any,
+    **fields: Any,
 ) -> dict[str, Any]:
     """Return one ``chat.completion.chunk`` object with llama-server's key order.
 
     ``delta=None`` gives ``"choices":[]`` (the shape of the usage chunk). ``usage``,
-    ``timings`` and ``extra`` keys are appended at the end only when given.
+    ``timings``, ``prompt_progress`` and other keys are appended at the end only when given.
     """
-    choices: list[dict[str, Any]] = []
-    if delta is not None:
-        choices.append({"finish_reason": finish_reason, "index": index, "delta": dict(delta)})
-    obj: dict[str, Any] = {
-        "choices": choices,
-        "created": created,
-        "id": id,
-        "model": model,
-        "system_fingerprint": DEFAULT_FINGERPRINT,
-        "object": "chat.completion.chunk",
-    }
-    if usage is not None:
-        obj["usage"] = dict(usage)
-    if timings is not None:
-        obj["timings"] = dict(timings)
-    obj.update(extra)
-    return obj
+    head = _chunk_head(model, id, created)
+    return wire.chunk(delta, finish_reason, head=head, index=index, **fields)
 
 
-def _timings(prompt_n: int, cache_n: int, predicted_n: int) -> dict[str, Any]:
-    prompt_ms = 2.5 * prompt_n
-    predicted_ms = 10.0 * predicted_n
-    return {
-        "cache_n": cache_n,
-        "prompt_n": prompt_n,
-        "prompt_ms": prompt_ms,
-        "prompt_per_token_ms": 2.5,
-        "prompt_per_second": 400.0,
-        "predicted_n": predicted_n,
-        "predicted_ms": predicted_ms,
-        "predicted_per_token_ms": 10.0,
-        "predicted_per_second": 100.0,
-    }
+def timings(predicted_n: int, prompt_n: int = 20, cache_n: int = 0) -> dict[str, Any]:
+    """The ``timings`` of this server's streams: 2.5 ms a prompt token, 10 ms a token."""
+    return wire.timings(cache_n, prompt_n, predicted_n, prompt_speed=PROMPT_SPEED, speed=SPEED)
 
 
 def chat_chunks(
@@ -229,42 +184,15 @@ def chat_chunks(
     3. The final result in one chunk: the finish chunk (``delta == {}``) and, with
        ``usage``, the usage chunk (``choices == []``); ``timings`` on the last of them.
        ``finish_reason=None`` leaves the final result out (a truncated generation).
-    4. ``data: [DONE]\\n\\n`` in its own chunk (unless ``done=False``).
+    4. ``data: [DONE]\n\n`` in its own chunk (unless ``done=False``).
     """
     reasoning_parts = [reasoning] if isinstance(reasoning, str) else list(reasoning)
     content_parts = [content] if isinstance(content, str) else list(content)
     deltas: list[dict[str, Any]] = [{"reasoning_content": r} for r in reasoning_parts if r]
     deltas += [{"content": c} for c in content_parts if c]
-    prompt_n = prompt_tokens - cached_tokens
-    common: dict[str, Any] = {"model": model, "id": id, "created": created}
-    out: list[bytes] = []
-    role_delta = {"role": "assistant", "content": None}
-    for n, delta in enumerate(deltas, start=1):
-        tim = _timings(prompt_n, cached_tokens, n) if timings else None
-        event = sse(chat_chunk(delta, timings=tim, **common))
-        if n == 1 and role:
-            event = sse(chat_chunk(role_delta, **common)) + event
-        out.append(event)
-    if not deltas and role:
-        out.append(sse(chat_chunk(role_delta, **common)))
-    if finish_reason is not None:
-        final_t = _timings(prompt_n, cached_tokens, len(deltas))
-        finish = chat_chunk(
-            {}, finish_reason=finish_reason, timings=None if usage else final_t, **common
-        )
-        event = sse(finish)
-        if usage:
-            use = {
-                "completion_tokens": len(deltas),
-                "prompt_tokens": prompt_tokens,
-                "total_tokens": prompt_tokens + len(deltas),
-                "prompt_tokens_details": {"cached_tokens": cached_tokens},
-            }
-            event += sse(chat_chunk(None, usage=use, timings=final_t, **common))
-        out.append(event)
-    if done:
-        out.append(DONE)
-    return out
+    layout = wire.Layout(_chunk_head(model, id, created), prompt_tokens, cached_tokens,
+                         per_token=timings, usage=usage, prompt_speed=PROMPT_SPEED, speed=SPEED)
+    return [p.data for p in layout.pieces(deltas, finish_reason, role=role, done=done)]
 
 
 # --------------------------------------------------------------------------------------
@@ -1053,7 +981,8 @@ class FaultServer:
 
         Each of ``responses`` is a script or a handler; request *k* gets response *k*
         and the last one repeats. Calling again for the same method and path replaces
-        the route. Unrouted requests get llama-server's JSON ``404``.
+        the route. ``route("*", "*", ...)`` takes every request no other route takes;
+        unrouted requests get llama-server's JSON ``404``.
         """
         if not responses:
             raise ValueError("route() needs at least one script or handler")
@@ -1357,7 +1286,7 @@ class FaultServer:
             return "error"
 
     async def _script_for(self, req: Request) -> Script:
-        route = self._routes.get((req.method.upper(), req.path))
+        route = self._routes.get((req.method.upper(), req.path)) or self._routes.get(("*", "*"))
         if route is None:
             return [Json(404, _NOT_FOUND_BODY)]
         item = route.next()

@@ -2,54 +2,33 @@
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from typing import Any
 
+from llamaclient.testing import _wire as wire
+
 ID = "chatcmpl-Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1d"
-BASE = {
-    "created": 1760000000,
-    "id": ID,
-    "model": "tiny.gguf",
-    "system_fingerprint": "b1-515e855",
-    "object": "chat.completion.chunk",
-}
+HEAD = wire.Head(ID, "tiny.gguf", 1760000000, "b1-515e855")
+ROLE = wire.ROLE
+USAGE = wire.usage(20, 7, 0)
 
 
 def chunk(
-    delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any
+    delta: Mapping[str, Any] | None = None, finish: str | None = None, **fields: Any
 ) -> dict[str, Any]:
-    choices = [] if delta is None else [{"finish_reason": finish, "index": 0, "delta": delta}]
-    return {"choices": choices, **BASE, **extra}
+    """One chunk of these streams (the testing kit's builder, with this module's head)."""
+    return wire.chunk(delta, finish, head=HEAD, **fields)
 
 
 def timings(n: int, cache: int = 0, prompt: int = 20) -> dict[str, Any]:
-    return {
-        "cache_n": cache,
-        "prompt_n": prompt,
-        "prompt_ms": 12.5,
-        "prompt_per_token_ms": 0.6,
-        "prompt_per_second": 1600.0,
-        "predicted_n": n,
-        "predicted_ms": 2.0 * n,
-        "predicted_per_token_ms": 2.0,
-        "predicted_per_second": 500.0,
-    }
-
-
-ROLE = {"role": "assistant", "content": None}
-USAGE = {
-    "completion_tokens": 7,
-    "prompt_tokens": 20,
-    "total_tokens": 27,
-    "prompt_tokens_details": {"cached_tokens": 0},
-}
+    """``n`` tokens in 2 ms each, after ``prompt`` tokens in 12.5 ms."""
+    return wire.timings(cache, prompt, n, prompt_ms=12.5, speed=2.0)
 
 
 def reasoning_answer() -> list[dict[str, Any]]:
-    progress = {"total": 20, "cache": 0, "processed": 0, "time_ms": 0}
     return [
-        chunk(ROLE, prompt_progress=progress),
-        chunk(ROLE, prompt_progress=dict(progress, processed=20, time_ms=3), timings=timings(0)),
+        chunk(ROLE, prompt_progress=wire.progress(20, 0, 0, 0)),
+        chunk(ROLE, prompt_progress=wire.progress(20, 0, 20, 3), timings=timings(0)),
         chunk(ROLE),
         chunk({"reasoning_content": "Let me "}, timings=timings(2)),
         chunk({"reasoning_content": "check é ✓."}, timings=timings(3)),
@@ -116,9 +95,9 @@ ALL = {"reasoning_answer": reasoning_answer, "tool_calls": tool_calls, "answer_o
 
 
 def payloads(chunks: list[dict[str, Any]], done: bool = True) -> list[str]:
-    out = [json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in chunks]
+    out = [wire.dumps(c) for c in chunks]
     return [*out, "[DONE]"] if done else out
 
 
 def sse_bytes(texts: list[str]) -> bytes:
-    return b"".join(b"data: " + t.encode() + b"\n\n" for t in texts)
+    return b"".join(map(wire.sse, texts))

@@ -542,6 +542,18 @@ async def test_unrouted_path_gets_llama_server_404() -> None:
 
 
 @pytest.mark.asyncio
+async def test_the_catch_all_route_takes_what_no_other_route_takes() -> None:
+    async with FaultServer() as srv:
+        srv.route("GET", "/own", [Json(200, "own")])
+        srv.route("*", "*", lambda request: [Json(200, [request.method, request.target])])
+        async with httpx.AsyncClient(base_url=srv.url) as client:
+            own = await client.get("/own")
+            other = await client.post("/any/where?x=1", content=b"{}")
+    assert own.json() == "own"
+    assert other.json() == ["POST", "/any/where?x=1"]
+
+
+@pytest.mark.asyncio
 async def test_status_header_overrides_and_raw_bytes() -> None:
     async with FaultServer() as srv:
         srv.route(

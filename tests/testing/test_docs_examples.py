@@ -43,4 +43,4 @@ def test_the_respx_recipe_puts_the_client_on_httpx() -> None:
 
 
 def test_every_python_block_is_checked() -> None:
-    assert len(python_blocks()) == len(TEST_FILES) + len(scripts()) == 4
+    assert len(python_blocks()) == len(TEST_FILES) + len(scripts()) == 6
