@@ -2,6 +2,7 @@
 
 from ._arguments.stream import ArgumentStream, FieldHandle, FieldText
 from ._client import Client
+from ._driver.limiter import Limiter
 from ._pool import Pool, PoolStream
 from ._protocol.assembler import Assembler
 from ._protocol.body import build_body
@@ -97,6 +98,7 @@ __all__ = [
     "ImagePart",
     "ReasoningField",
     "InferError",
+    "Limiter",
     "LoadTimeoutError",
     "Modalities",
     "ModelInfo",

@@ -18,6 +18,7 @@ import msgspec
 
 from ._arguments.output import OutputDecoder
 from ._driver.endpoint import Endpoint
+from ._driver.limiter import Limiter
 from ._driver.models import list_models, load_model, unload_model
 from ._driver.observe import Instrument, Observer, observer_for
 from ._driver.perform import Performer, Router
@@ -88,7 +89,8 @@ class Client:
 
     ``Client(config)`` picks the transport on first use (see ``Config.transport``); pass
     ``http_client=`` to run over your own ``httpx.AsyncClient`` instead (it is not closed by
-    us), or ``transport=`` for any :class:`~llamaclient.Transport`. Use
+    us), or ``transport=`` for any :class:`~llamaclient.Transport`; ``limiter=`` shares a
+    concurrency limit (a :class:`~llamaclient.Limiter`) with other clients and pools. Use
     ``async with Client(...) as client``.
     """
 
@@ -98,10 +100,11 @@ class Client:
         *,
         http_client: httpx.AsyncClient | None = None,
         transport: Transport | None = None,
+        limiter: Limiter | None = None,
     ) -> None:
         self.config = config
         self._endpoint = Endpoint(config, http_client=http_client, transport=transport)
-        self._shared = Shared(self._endpoint)
+        self._shared = Shared(self._endpoint, limiter)
         self.instruments: list[Instrument] = []  # what watches its turns (observe.py)
 
     def __repr__(self) -> str:
@@ -142,7 +145,9 @@ class Client:
         if spec is not None:
             request = msgspec.structs.replace(request, response_format=spec.response_format())
         plan = plan_for(self.config, request, spec)
-        target = Target(self.config, self._shared.known, build_body(self.config, request))
+        body = build_body(self.config, request)
+        limited = self._shared.limiter is not None
+        target = Target(self.config, self._shared.known, body, limited=limited)
         observer = observer_for(self.instruments, plan, target) if self.instruments else None
         return stream_for(
             plan, target, self._shared, live_arguments, lenient_arguments, observer=observer

@@ -18,6 +18,7 @@ import anyio
 import msgspec
 
 from ._client import Client, _output_spec, plan_for, stream_for
+from ._driver.limiter import Limiter
 from ._driver.shared import Shared
 from ._protocol.body import build_body
 from ._stream import ChatStream
@@ -54,14 +55,18 @@ class Pool:
     """
 
     def __init__(
-        self, configs: Sequence[Config], *, transports: Sequence[Transport] | None = None
+        self,
+        configs: Sequence[Config],
+        *,
+        transports: Sequence[Transport] | None = None,
+        limiter: Limiter | None = None,
     ) -> None:
         if not configs:
             raise ValueError("a Pool needs at least one Config")
         if transports is not None and len(transports) != len(configs):
             raise ValueError("give one transport per config")
         self.clients: tuple[Client, ...] = tuple(
-            Client(c, transport=transports[i] if transports else None)
+            Client(c, transport=transports[i] if transports else None, limiter=limiter)
             for i, c in enumerate(configs)
         )
         self._balancer = Balancer(len(configs))
@@ -255,7 +260,8 @@ class _Routing:
         client = pool.clients[route.server]
         request = _pinned(self._request, route)
         body = build_body(client.config, request)
-        target = Target(client.config, client._shared.known, body, route.server, request)
+        limited = client._shared.limiter is not None
+        target = Target(client.config, client._shared.known, body, route.server, request, limited)
         return client._shared, target, Routed(pool._server_name(route.server), *route[1:])
 
     async def ended(self, error: BaseException | None) -> None:

@@ -11,11 +11,13 @@ import anyio
 
 from .._transports.base import Response, TransportError
 from .._turn.commands import (
+    Admit,
     Arm,
     Call,
     Close,
     Command,
     Drain,
+    Free,
     Leave,
     Line,
     ReadAll,
@@ -27,6 +29,7 @@ from .._turn.machine import ChatTurn
 from .._turn.plan import Target
 from .._types.errors import ConnectError
 from .._types.events import ChatEvent, Routed
+from .limiter import Place
 from .observe import Observer, Outcome
 from .shared import Shared, Ticket
 
@@ -49,6 +52,7 @@ class Performer:
     __slots__ = (
         "_deadlines",
         "_outcome",
+        "_place",
         "_router",
         "_ticket",
         "observer",
@@ -64,6 +68,7 @@ class Performer:
         self._router = router
         self.observer = observer  # told what each command did (see observe.py)
         self._outcome: Outcome = None
+        self._place: Place | None = None  # in the limiter's line, or holding a place
         self.routed: Routed | None = None  # a pool's turn: where it went
         self.response: Response | None = None
         self._ticket: Ticket | None = None
@@ -203,6 +208,28 @@ class Performer:
         if ticket is not None:
             self.shared.lines.leave(slot, ticket)
 
+    async def _admit(self, turn: ChatTurn, command: Admit) -> Sequence[ChatEvent]:
+        limiter = self.shared.limiter
+        assert limiter is not None
+        place = self._place
+        if place is None:
+            place = self._place = limiter.join(command.priority)
+        try:
+            ahead = await limiter.moved(place, command.ahead)
+        except TimeoutError:
+            self._outcome = "timeout"
+            return turn.failed("timeout", f"no place within {limiter.wait_timeout} s")
+        return turn.admitted(ahead)
+
+    async def _free(self, turn: ChatTurn, command: Free) -> Sequence[ChatEvent]:
+        self.free()
+        return turn.performed()
+
+    def free(self) -> None:
+        place, self._place = self._place, None
+        if place is not None and self.shared.limiter is not None:
+            self.shared.limiter.free(place)
+
     async def _route(self, turn: ChatTurn, command: Route) -> Sequence[ChatEvent]:
         assert self._router is not None
         try:
@@ -259,4 +286,6 @@ _DO: dict[type, Callable[..., Awaitable[Sequence[ChatEvent]]]] = {
     Leave: Performer._leave,
     Route: Performer._route,
     Close: Performer._close,
+    Admit: Performer._admit,
+    Free: Performer._free,
 }

@@ -11,6 +11,7 @@ import anyio
 
 from .._turn.known import Known
 from .endpoint import Endpoint
+from .limiter import Limiter
 
 __all__ = ["Lines", "Shared", "SingleFlight", "Ticket"]
 
@@ -116,12 +117,14 @@ class SingleFlight(Generic[T]):
 
 
 class Shared:
-    """One client's: ``endpoint``, ``known``, ``lines``, ``lookups``."""
+    """One client's: ``endpoint``, ``known``, ``lines``, ``lookups``, and the concurrency
+    ``limiter`` it shares with others (None: no limit)."""
 
-    __slots__ = ("endpoint", "known", "lines", "lookups")
+    __slots__ = ("endpoint", "known", "limiter", "lines", "lookups")
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, limiter: Limiter | None = None) -> None:
         self.endpoint = endpoint
+        self.limiter = limiter
         self.known = Known()
         self.lines = Lines()
         self.lookups: SingleFlight[tuple[int, bytes, bool]] = SingleFlight()

@@ -19,12 +19,14 @@ from .._types.errors import InferError
 
 __all__ = [
     "READ",
+    "Admit",
     "Arm",
     "Call",
     "Close",
     "Command",
     "Done",
     "Drain",
+    "Free",
     "Leave",
     "Line",
     "Read",
@@ -121,6 +123,20 @@ class Line(msgspec.Struct, frozen=True, gc=False):
     ahead: int
 
 
+class Admit(msgspec.Struct, frozen=True, gc=False):
+    """Wait for a place under the shared concurrency limit (the ``Limiter``: the first
+    ``Admit`` joins its line, with ``priority``) until the number of requests ahead differs
+    from ``ahead``: ``admitted(ahead)`` (0: the turn has its place), or ``failed("timeout",
+    ...)`` past the limiter's ``wait_timeout``."""
+
+    priority: int
+    ahead: int
+
+
+class Free(msgspec.Struct, frozen=True, gc=False):
+    """Give the place under the concurrency limit back. Reports nothing."""
+
+
 class Leave(msgspec.Struct, frozen=True, gc=False):
     """Leave the slot line (the next in line may go). Reports nothing."""
 
@@ -147,4 +163,7 @@ class Done(msgspec.Struct, frozen=True, gc=False):
     error: InferError | None = None
 
 
-Command = Send | Read | ReadAll | Drain | Call | Sleep | Arm | Line | Leave | Route | Close | Done
+Command = (
+    Send | Read | ReadAll | Drain | Call | Sleep | Arm | Line | Leave | Admit | Free | Route | Close
+    | Done
+)

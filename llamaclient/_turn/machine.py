@@ -7,7 +7,7 @@ for the driver (``_turn/commands.py``). The machine does no I/O and reads no clo
 
 A turn goes through its stages in order (each may be skipped, each may fail the turn)::
 
-    routing (a pool)  ->  media  ->  model  ->  slot line  ->  opening  ->  streaming
+    routing (a pool) -> media -> model -> slot line -> admission -> opening -> streaming
                                                                  |  ^          |  ^
                                                backoff, loading -+  |          |  |
                                                     resuming (unanswered) ----+  |
@@ -28,6 +28,7 @@ import msgspec
 from .._types.completion import Completion, Usage
 from .._types.errors import InferError, ResumeError
 from .._types.events import ChatEvent, Content, Reasoning, Routed, ToolCallDelta
+from .admission import admission
 from .before import media, models, slot_line
 from .commands import Command, Done
 from .opening import Opening, stream
@@ -56,7 +57,9 @@ def _stages(ctx: Context) -> Phase:
     def send() -> Phase:
         return Opening(ctx)
 
-    return media(ctx, lambda: models(ctx, lambda: slot_line(ctx, send)))
+    return media(
+        ctx, lambda: models(ctx, lambda: slot_line(ctx, lambda: admission(ctx, send)))
+    )
 
 
 class ChatTurn:
@@ -114,6 +117,11 @@ class ChatTurn:
     def routed(self, target: Target, event: Routed) -> Sequence[ChatEvent]:
         """``Route``: the pool chose ``target``."""
         return self._go(self._phase.routed(target, event))
+
+    def admitted(self, ahead: int) -> Sequence[ChatEvent]:
+        """``Admit``: ``ahead`` requests are ahead under the limit (0: the turn has its
+        place)."""
+        return self._go(self._phase.admitted(ahead))
 
     def performed(self) -> Sequence[ChatEvent]:
         """``Close``, ``Drain``, ``Arm`` or ``Leave``: done."""

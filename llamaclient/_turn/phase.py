@@ -20,7 +20,7 @@ from .._types.completion import Completion
 from .._types.config import Config
 from .._types.errors import ConnectError, InferError, LoadTimeoutError
 from .._types.events import ChatEvent, Retrying, Routed, Waiting
-from .commands import Arm, Call, Close, Command, Done, Leave, Route, Sleep
+from .commands import Arm, Call, Close, Command, Done, Free, Leave, Route, Sleep
 from .known import Known
 from .secret import hide_key, redact
 
@@ -66,6 +66,7 @@ class Context:
     """
 
     __slots__ = (
+        "admitted",
         "armed",
         "asm",
         "body",
@@ -75,6 +76,7 @@ class Context:
         "generating",
         "joined",
         "known",
+        "limited",
         "load_delay",
         "load_refused",
         "model",
@@ -97,6 +99,8 @@ class Context:
         self.server = target.server  # a pool's turn: the index of the chosen server
         self.request = target.request or plan.request  # as it goes to this server
         self.model: str = self.request.model or self.config.model
+        self.limited = target.limited  # its client has a shared concurrency limit
+        self.admitted = False  # the turn waits for, or holds, a place under it (admission)
         self.asm = Assembler()
         self.budget = plan.budget(self.config)
         self.offset = plan.offset
@@ -118,6 +122,7 @@ class Context:
         self.server = target.server
         self.request = target.request or self.plan.request
         self.model = self.request.model or self.config.model
+        self.limited = self.limited or target.limited
         self.budget = self.plan.budget(self.config)
 
     # -- what the phases use ---------------------------------------------------------------
@@ -197,6 +202,9 @@ class Phase:
 
     def routed(self, target: Target, event: Routed) -> Phase:
         self._unexpected("routed")
+
+    def admitted(self, ahead: int) -> Phase:
+        self._unexpected("admitted")
 
     def data(self, chunk: bytes) -> list[ChatEvent]:
         self._unexpected("data")
@@ -299,6 +307,9 @@ class Closing(Phase):
         if ctx.joined is not None:
             steps.append(Leave(ctx.joined))
             ctx.joined = None
+        if ctx.admitted:
+            ctx.admitted = False
+            steps.append(Free())
         steps.append(Done(completion, error))
         self._left: Sequence[Command] = steps[1:]
         super().__init__(ctx, steps[0])

@@ -25,9 +25,10 @@ class Target:
     """The server a turn goes to: its client's ``config``, the facts its client has learnt
     (``known``, shared by that client's turns), the request ``body`` built for it (None: a
     turn that reattaches to a conversation), and, in a pool, its index ``server`` and the
-    ``request`` as it goes there (pinned to the slot the pool chose)."""
+    ``request`` as it goes there (pinned to the slot the pool chose); ``limited``: a place
+    under a shared concurrency limit is taken before the chat goes out."""
 
-    __slots__ = ("body", "config", "known", "request", "server")
+    __slots__ = ("body", "config", "known", "limited", "request", "server")
 
     def __init__(
         self,
@@ -36,12 +37,14 @@ class Target:
         body: bytes | None,
         server: int | None = None,
         request: ChatRequest | None = None,
+        limited: bool = False,
     ) -> None:
         self.config = config
         self.known = known
         self.body = body
         self.server = server
         self.request = request
+        self.limited = limited  # its client shares a concurrency limit (a Limiter)
 
 
 class Plan:

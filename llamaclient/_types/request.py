@@ -47,6 +47,8 @@ class ChatRequest(msgspec.Struct, frozen=True):
       to the same server and slot, in order, so the prompt cache stays warm. Ignored by
       ``Client``.
     - ``extra``: more body fields for server options not modelled here; they override ours.
+    - ``priority``: under a shared concurrency limit (a ``Limiter``), requests of a higher
+      priority get a place first; requests of one priority in arrival order.
 
     Settings are checked when the request is made (a ``ValueError`` naming the field: a
     negative ``max_tokens``, a ``top_p`` above 1, an unknown ``tool_choice``, two tools of one
@@ -76,6 +78,7 @@ class ChatRequest(msgspec.Struct, frozen=True):
     autoload: bool = True
     session: str | None = None
     model: str | None = None
+    priority: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.messages, str | bytes):
@@ -94,6 +97,8 @@ class ChatRequest(msgspec.Struct, frozen=True):
                 "tool_choice as 'auto')"
             )
         _check_tools(self.tools)
+        if type(self.priority) is not int:
+            raise ValueError(f"ChatRequest.priority must be an int, not {self.priority!r}")
 
 
 _TOOL_CHOICES = ("auto", "none", "required")

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from .._client import Client
+from .._driver.limiter import Limiter
 from .._types.config import Config
 from .._types.messages import ToolCall
 from ._recording import load
@@ -223,11 +224,14 @@ class FakeLlama(Serving):
         """A :class:`~llamaclient.Transport` for ``Client(config, transport=...)``."""
         return FakeTransport(self)
 
-    def client(self, **config: Any) -> Client:
+    def client(self, *, limiter: Limiter | None = None, **config: Any) -> Client:
         """A :class:`~llamaclient.Client` for this fake server. ``config`` overrides
         :class:`~llamaclient.Config` fields; timeouts default to a few seconds (and
-        ``stall_timeout`` to 1 s), so a scripted fault fails fast."""
-        return Client(Config(self.url, **{**FAST, **config}), transport=self.transport())
+        ``stall_timeout`` to 1 s), so a scripted fault fails fast. ``limiter``: a shared
+        concurrency limit (``Client(..., limiter=...)``)."""
+        return Client(
+            Config(self.url, **{**FAST, **config}), transport=self.transport(), limiter=limiter
+        )
 
     def _routed(self, call: FakeCall, request: FakeRequest | None,
                 raw: tuple[str, Mapping[str, str], bytes | None, float | None]) -> FakeResponse:

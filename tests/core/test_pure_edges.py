@@ -12,6 +12,7 @@ import pydantic
 import pytest
 
 from llamaclient import (
+    ChatEvent,
     Completion,
     Config,
     Content,
@@ -77,7 +78,7 @@ def test_a_released_parser_refuses_more_bytes_and_keeps_what_it_parsed() -> None
 
 # -- settings ------------------------------------------------------------------------------
 def test_a_base_url_that_is_not_a_string() -> None:
-    with pytest.raises(ValueError, match="Config.base_url must be a str, not int"):
+    with pytest.raises(ValueError, match=r"Config\.base_url must be a str, not int"):
         Config(8080)  # type: ignore[arg-type]
 
 
@@ -108,7 +109,7 @@ PARTIAL = Completion(
 
 
 def test_the_partial_leaves_out_the_events_not_taken_yet() -> None:
-    unseen = [Reasoning("m"), Content("lo"), ToolCallDelta(0, None, None, ' 1}')]
+    unseen: list[ChatEvent] = [Reasoning("m"), Content("lo"), ToolCallDelta(0, None, None, " 1}")]
     got = _without(PARTIAL, unseen)
     assert (got.content, got.reasoning_content) == ("Hel", "hm")
     assert got.tool_calls[0].arguments == '{"x":'
@@ -141,7 +142,8 @@ def test_a_value_that_is_not_the_type_is_output_invalid() -> None:
 
 
 def test_an_unhashable_type_alias_still_has_an_output_type() -> None:
-    spec = output_type(Annotated[int, []])  # type: ignore[arg-type]
+    alias: Any = Annotated[int, []]
+    spec = output_type(alias)
     assert spec.from_json("3") == 3
 
 

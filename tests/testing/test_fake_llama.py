@@ -52,7 +52,7 @@ READ_FILE = ToolSchema("read_file", "Read a file.", {"type": "object", "properti
 
 
 async def run(
-    fake: FakeLlama, request: ChatRequest | None = None, **config: object
+    fake: FakeLlama, request: ChatRequest | None = None, **config: Any
 ) -> tuple[list[ChatEvent], Completion | None, InferError | None]:
     """Stream one chat: its events, the Completion or the error."""
     events: list[ChatEvent] = []
@@ -414,7 +414,7 @@ def stamped(events: list[tuple[float, ChatEvent]], kind: type[Any]) -> list[floa
     return [t for t, e in events if isinstance(e, kind)]
 
 
-async def timed(fake: FakeLlama, **config: object) -> tuple[list[tuple[float, ChatEvent]],
+async def timed(fake: FakeLlama, **config: Any) -> tuple[list[tuple[float, ChatEvent]],
                                                            InferError | None]:
     """Stream one chat; each event with the seconds since the chat began."""
     events: list[tuple[float, ChatEvent]] = []

@@ -21,12 +21,14 @@ import msgspec
 
 from llamaclient import ChatRequest, Config, UserMessage
 from llamaclient._turn.commands import (
+    Admit,
     Arm,
     Call,
     Close,
     Command,
     Done,
     Drain,
+    Free,
     Leave,
     Line,
     Read,
@@ -98,6 +100,7 @@ class Server:
     lines: list[int] = field(default_factory=lambda: [0])
     released: float | None = None
     routes: list[tuple[Target, Routed] | Fail] = field(default_factory=list)
+    places: list[int | Fail] = field(default_factory=lambda: [0])  # Admit: the places ahead
     session: bytes | None = None  # the server's session buffer: GET /v1/stream replays it
     resumes: list[Answer | Fail] = field(default_factory=list)  # before the session is used
 
@@ -108,6 +111,7 @@ class Server:
         self.calls = {path: list(answers) for path, answers in self.calls.items()}
         self.sleeps, self.lines = list(self.sleeps), list(self.lines)
         self.routes, self.resumes = list(self.routes), list(self.resumes)
+        self.places = list(self.places)
 
     def send(self, command: Send | None = None) -> Answer | Fail:
         if command is not None and command.path.startswith("/v1/stream?"):
@@ -176,37 +180,65 @@ def drive(
 def _feed(
     turn: ChatTurn, command: Command, server: Server, body: deque[bytes | Fail]
 ) -> Sequence[ChatEvent]:
-    if isinstance(command, Send):
-        sent = server.send(command)
-        if isinstance(sent, Fail):
-            return turn.failed(sent.kind, sent.message)
-        body.clear()
-        body.extend(sent.body)
-        return turn.opened(sent.status, sent.header)
-    if isinstance(command, Read):
-        piece = body.popleft() if body else b""
-        if isinstance(piece, Fail):
-            return turn.failed(piece.kind, piece.message)
-        return turn.data(piece)
-    if isinstance(command, ReadAll):
-        return _read_all(turn, command, body)
-    if isinstance(command, Call):
-        return _call(turn, command, server)
-    if isinstance(command, Sleep):
-        ends = server.sleeps.pop(0) if server.sleeps else WOKE
-        return turn.fired(command.bound or "load") if ends == FIRE else turn.woke()
-    if isinstance(command, Line):
-        ahead = server.lines.pop(0) if len(server.lines) > 1 else server.lines[0]
-        return turn.line(ahead, server.released if ahead == 0 else None)
-    if isinstance(command, Route):
-        routed = server.routes.pop(0)
-        if isinstance(routed, Fail):
-            return turn.failed(routed.kind, routed.message)
-        return turn.routed(*routed)
+    feed = _FEEDS.get(type(command))
+    if feed is not None:
+        events: Sequence[ChatEvent] = feed(turn, command, server, body)
+        return events
     if isinstance(command, Drain):
         body.clear()
-    assert isinstance(command, Drain | Close | Arm | Leave), command
+    assert isinstance(command, Drain | Close | Arm | Leave | Free), command
     return turn.performed()
+
+
+def _send(turn: ChatTurn, command: Any, server: Server, body: deque[bytes | Fail]) -> Any:
+    sent = server.send(command)
+    if isinstance(sent, Fail):
+        return turn.failed(sent.kind, sent.message)
+    body.clear()
+    body.extend(sent.body)
+    return turn.opened(sent.status, sent.header)
+
+
+def _read(turn: ChatTurn, command: Any, server: Server, body: deque[bytes | Fail]) -> Any:
+    piece = body.popleft() if body else b""
+    if isinstance(piece, Fail):
+        return turn.failed(piece.kind, piece.message)
+    return turn.data(piece)
+
+
+def _sleep(turn: ChatTurn, command: Any, server: Server, body: deque[bytes | Fail]) -> Any:
+    ends = server.sleeps.pop(0) if server.sleeps else WOKE
+    return turn.fired(command.bound or "load") if ends == FIRE else turn.woke()
+
+
+def _line(turn: ChatTurn, command: Any, server: Server, body: deque[bytes | Fail]) -> Any:
+    ahead = server.lines.pop(0) if len(server.lines) > 1 else server.lines[0]
+    return turn.line(ahead, server.released if ahead == 0 else None)
+
+
+def _admit(turn: ChatTurn, command: Any, server: Server, body: deque[bytes | Fail]) -> Any:
+    places = server.places
+    got = places.pop(0) if len(places) > 1 else places[0]
+    return turn.failed(got.kind, got.message) if isinstance(got, Fail) else turn.admitted(got)
+
+
+def _route(turn: ChatTurn, command: Any, server: Server, body: deque[bytes | Fail]) -> Any:
+    routed = server.routes.pop(0)
+    if isinstance(routed, Fail):
+        return turn.failed(routed.kind, routed.message)
+    return turn.routed(*routed)
+
+
+_FEEDS: dict[type, Callable[[ChatTurn, Any, Server, deque[bytes | Fail]], Any]] = {
+    Send: _send,
+    Read: _read,
+    ReadAll: lambda turn, command, server, body: _read_all(turn, command, body),
+    Call: lambda turn, command, server, body: _call(turn, command, server),
+    Sleep: _sleep,
+    Line: _line,
+    Admit: _admit,
+    Route: _route,
+}
 
 
 def _read_all(turn: ChatTurn, command: ReadAll, body: deque[bytes | Fail]) -> Sequence[ChatEvent]:
@@ -254,5 +286,6 @@ def turn(
     request = request or ChatRequest([UserMessage("hi")])
     plan.setdefault("conversation_id", "c0ffee")
     plan.setdefault("jitter", random.Random(7))  # the same backoffs on every run
-    target = Target(conf or config(), known or Known(), body)
+    limited = plan.pop("limited", False)
+    target = Target(conf or config(), known or Known(), body, limited=limited)
     return ChatTurn(Plan(request, **plan), target)

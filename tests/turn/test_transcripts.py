@@ -102,7 +102,8 @@ SCENARIOS: dict[str, Callable[[], list[str]]] = {
     "plain stream": lambda: transcript(turn(), Server()),
     "no resume": lambda: transcript(turn(conversation_id=None), Server()),
     "retry after busy statuses": lambda: transcript(
-        turn(conf=config(max_retries=2)), Server([status(503), status(429, b"", **{"retry-after": "1"}), answer()])
+        turn(conf=config(max_retries=2)),
+        Server([status(503), status(429, b"", **{"retry-after": "1"}), answer()]),
     ),
     "retries run out": lambda: transcript(turn(conf=config(max_retries=1)), Server([status(502)])),
     "status boundaries": lambda: (
@@ -112,18 +113,35 @@ SCENARIOS: dict[str, Callable[[], list[str]]] = {
         + transcript(turn(), Server([status(401, b"{}")]))
     ),
     "whole answer": lambda: transcript(
-        turn(), Server([Answer(200, JSON, [b'{"id":"r","choices":[{"finish_reason":"stop","message":{"content":"hi"}}]}'])])
+        turn(),
+        Server(
+            [
+                Answer(
+                    200,
+                    JSON,
+                    [b'{"id":"r","choices":[{"finish_reason":"stop","message":{"content":"hi"}}]}'],
+                )
+            ]
+        ),
     ),
     "loading": lambda: transcript(
-        turn(), Server([Answer(503, JSON, [LOADING[1]]), answer()], {"/health": [(503, b""), (200, b"")]})
+        turn(),
+        Server([Answer(503, JSON, [LOADING[1]]), answer()], {"/health": [(503, b""), (200, b"")]}),
     ),
     "loading dies": lambda: transcript(
-        turn(conf=config(max_retries=1)), Server([Answer(503, JSON, [LOADING[1]])], {"/health": [Fail("timeout"), Fail("connect", "refused")]})
+        turn(conf=config(max_retries=1)),
+        Server(
+            [Answer(503, JSON, [LOADING[1]])],
+            {"/health": [Fail("timeout"), Fail("connect", "refused")]},
+        ),
     ),
     "loading times out": lambda: transcript(
-        turn(), Server([Answer(503, JSON, [LOADING[1]])], {"/health": [(503, b"")]}, sleeps=["woke", FIRE])
+        turn(),
+        Server([Answer(503, JSON, [LOADING[1]])], {"/health": [(503, b"")]}, sleeps=["woke", FIRE]),
     ),
-    "refused then exhausted": lambda: transcript(turn(conf=config(max_retries=1)), Server([Fail("connect", "refused")])),
+    "refused then exhausted": lambda: transcript(
+        turn(conf=config(max_retries=1)), Server([Fail("connect", "refused")])
+    ),
     "timeout and protocol before the head": lambda: (
         transcript(turn(), Server([Fail("timeout", "late")]))
         + transcript(turn(), Server([Fail("protocol", "garbage")]))
@@ -131,69 +149,169 @@ SCENARIOS: dict[str, Callable[[], list[str]]] = {
     "error body breaks": lambda: (
         transcript(turn(), Server([Answer(500, JSON, [Fail("stall", "slow")])]))
         + transcript(turn(), Server([Answer(502, JSON, [Fail("read", "cut")])]))
-        + transcript(turn(conf=config(max_error_body_bytes=4)), Server([status(500, b"0123456789")]))
+        + transcript(
+            turn(conf=config(max_error_body_bytes=4)), Server([status(500, b"0123456789")])
+        )
     ),
-    "unanswered, resumed from zero": lambda: transcript(turn(), Server([Fail("read", "closed"), answer()])),
+    "unanswered, resumed from zero": lambda: transcript(
+        turn(), Server([Fail("read", "closed"), answer()])
+    ),
     "unanswered, no session: sent again": lambda: transcript(
-        turn(), Server([Fail("read", "closed"), status(404, b"File Not Found"), answer()], {"/v1/streams/lookup": [(200, b"")]})
+        turn(),
+        Server(
+            [Fail("read", "closed"), status(404, b"File Not Found"), answer()],
+            {"/v1/streams/lookup": [(200, b"")]},
+        ),
     ),
     "unanswered, no resume here": lambda: transcript(
-        turn(), Server([Fail("read", "closed"), status(404, b"")], {"/v1/streams/lookup": [(404, b"")]})
+        turn(),
+        Server([Fail("read", "closed"), status(404, b"")], {"/v1/streams/lookup": [(404, b"")]}),
     ),
     "cut and resumed": lambda: transcript(
-        turn(), Server([Answer(body=[stream_body(streams.answer_only())[:300], Fail("read", "cut")])], session=stream_body(streams.answer_only()))
+        turn(),
+        Server(
+            [Answer(body=[stream_body(streams.answer_only())[:300], Fail("read", "cut")])],
+            session=stream_body(streams.answer_only()),
+        ),
     ),
     "cut, route answers 405": lambda: transcript(
-        turn(), Server([Answer(body=[stream_body(streams.answer_only())[:300], Fail("stall", "cut")])], resumes=[status(405, b"")])
+        turn(),
+        Server(
+            [Answer(body=[stream_body(streams.answer_only())[:300], Fail("stall", "cut")])],
+            resumes=[status(405, b"")],
+        ),
     ),
     "cut, session gone": lambda: transcript(
-        turn(), Server([Answer(body=[stream_body(streams.answer_only())[:700], Fail("read", "cut")])], resumes=[status(404, b"gone")], calls={"/v1/streams/lookup": [(200, b"")]})
+        turn(),
+        Server(
+            [Answer(body=[stream_body(streams.answer_only())[:700], Fail("read", "cut")])],
+            resumes=[status(404, b"gone")],
+            calls={"/v1/streams/lookup": [(200, b"")]},
+        ),
     ),
     "cut, reconnect fails": lambda: transcript(
-        turn(conf=config(max_retries=2)), Server([Answer(body=[stream_body(streams.answer_only())[:700], Fail("read", "cut")])], resumes=[Fail("connect", "refused")] * 3)
+        turn(conf=config(max_retries=2)),
+        Server(
+            [Answer(body=[stream_body(streams.answer_only())[:700], Fail("read", "cut")])],
+            resumes=[Fail("connect", "refused")] * 3,
+        ),
     ),
-    "reattach": lambda: transcript(turn(body=None, reattach=True, offset=5), Server(session=stream_body(streams.answer_only()))),
+    "reattach": lambda: transcript(
+        turn(body=None, reattach=True, offset=5), Server(session=stream_body(streams.answer_only()))
+    ),
     "media": lambda: transcript(
         turn(ChatRequest([UserMessage([ImagePart(url="u")])]), media=frozenset({"vision"})),
         Server(calls={"/props": [(200, b'{"modalities":{"vision":false}}')]}),
     ),
     "router: look, load, watch": lambda: transcript(
         turn(conf=config(model="m")),
-        Server(calls={"/models": [models(("m", "unloaded")), models(("m", "loading")), models(("m", "loaded"))], "/models/load": [(200, b"")]}),
+        Server(
+            calls={
+                "/models": [
+                    models(("m", "unloaded")),
+                    models(("m", "loading")),
+                    models(("m", "loaded")),
+                ],
+                "/models/load": [(200, b"")],
+            }
+        ),
     ),
     "router: a failed load": lambda: transcript(
         turn(conf=config(model="m")),
-        Server(calls={"/models": [models(("m", "unloaded")), models(("m", "unloaded"))], "/models/load": [(500, b'{"error":{"message":"no"}}')]}),
+        Server(
+            calls={
+                "/models": [models(("m", "unloaded")), models(("m", "unloaded"))],
+                "/models/load": [(500, b'{"error":{"message":"no"}}')],
+            }
+        ),
     ),
     "router: the look is retried": lambda: transcript(
         turn(conf=config(model="m", max_retries=1)),
         Server(calls={"/models": [Fail("connect", "refused"), Fail("timeout")]}),
     ),
     "router: load errors": lambda: (
-        transcript(turn(conf=config(model="m")), Server(calls={"/models": [models(("m", "unloaded"))], "/models/load": [Fail("connect", "refused")]}))
-        + transcript(turn(conf=config(model="m")), Server(calls={"/models": [models(("m", "unloaded")), Fail("read", "cut")], "/models/load": [(200, b"")]}))
-        + transcript(turn(conf=config(model="m")), Server(calls={"/models": [models(("m", "loading")), (500, b"")]}))
+        transcript(
+            turn(conf=config(model="m")),
+            Server(
+                calls={
+                    "/models": [models(("m", "unloaded"))],
+                    "/models/load": [Fail("connect", "refused")],
+                }
+            ),
+        )
+        + transcript(
+            turn(conf=config(model="m")),
+            Server(
+                calls={
+                    "/models": [models(("m", "unloaded")), Fail("read", "cut")],
+                    "/models/load": [(200, b"")],
+                }
+            ),
+        )
+        + transcript(
+            turn(conf=config(model="m")),
+            Server(calls={"/models": [models(("m", "loading")), (500, b"")]}),
+        )
     ),
     "slot line, busy, wait": lambda: transcript(
-        turn(pinned()), Server(calls={"/slots": [(200, b'[{"is_processing":false},{"is_processing":true}]')]}, lines=[1, 0])
+        turn(pinned()),
+        Server(
+            calls={"/slots": [(200, b'[{"is_processing":false},{"is_processing":true}]')]},
+            lines=[1, 0],
+        ),
     ),
     "slot busy, no wait, ours": lambda: transcript(
-        turn(pinned(wait=False)), Server(calls={"/slots": [(200, b'[{},{"is_processing":true}]'), (400, b"")]}, released=1.0)
+        turn(pinned(wait=False)),
+        Server(calls={"/slots": [(200, b'[{},{"is_processing":true}]'), (400, b"")]}, released=1.0),
     ),
     "slot busy, no wait, theirs": lambda: transcript(
-        turn(pinned(wait=False)), Server(calls={"/slots": [(200, b'[{},{"is_processing":true}]')]}, released=1.49)
+        turn(pinned(wait=False)),
+        Server(calls={"/slots": [(200, b'[{},{"is_processing":true}]')]}, released=1.49),
     ),
     "thinking budget": lambda: transcript(
         turn(ChatRequest([UserMessage("q")], thinking_budget=1), conf=config(thinking_grace=1)),
-        Server([Answer(body=split_events(stream_body([chunk(ROLE)] + [chunk({"reasoning_content": f"r{i}"}, timings=timings(i + 1)) for i in range(4)])))], {"/v1/chat/completions/control": [(200, b'{"success":true}')]}),
+        Server(
+            [
+                Answer(
+                    body=split_events(
+                        stream_body(
+                            [chunk(ROLE)]
+                            + [
+                                chunk({"reasoning_content": f"r{i}"}, timings=timings(i + 1))
+                                for i in range(4)
+                            ]
+                        )
+                    )
+                )
+            ],
+            {"/v1/chat/completions/control": [(200, b'{"success":true}')]},
+        ),
     ),
-    "stopped while streaming": lambda: transcript(turn(), Server(calls={"/v1/stream": [(404, b"")]}), stop_after=3),
+    "admission: queued, then a place": lambda: transcript(
+        turn(ChatRequest([UserMessage("q")], priority=2), limited=True),
+        Server(places=[3, 3, 1, 0]),
+    ),
+    "admission: no place in time": lambda: transcript(
+        turn(limited=True), Server(places=[2, Fail("timeout", "no place within 1.0 s")])
+    ),
+    "stopped while streaming": lambda: transcript(
+        turn(), Server(calls={"/v1/stream": [(404, b"")]}), stop_after=3
+    ),
     "a pool's failover": lambda: transcript(
         turn(pooled=True),
-        Server([Fail("connect", "refused"), answer()], routes=[
-            (Target(config(base_url="http://s0"), Known(), b"{}", 0), Routed("http://s0", None, "new session")),
-            (Target(config(base_url="http://s1"), Known(), b"{}", 1), Routed("http://s1", None, "failover")),
-        ]),
+        Server(
+            [Fail("connect", "refused"), answer()],
+            routes=[
+                (
+                    Target(config(base_url="http://s0"), Known(), b"{}", 0),
+                    Routed("http://s0", None, "new session"),
+                ),
+                (
+                    Target(config(base_url="http://s1"), Known(), b"{}", 1),
+                    Routed("http://s1", None, "failover"),
+                ),
+            ],
+        ),
     ),
 }
 
