@@ -80,7 +80,7 @@ def stream_for(
     """The stream that drives ``plan``'s turn (``router``: a pool's; ``observer``: what
     watches it)."""
     turn = ChatTurn(plan, target)
-    io = Performer(shared, router, observer)
+    io = Performer(shared, router, observer, plan.request.session)
     return kind(turn, io, plan.request, live=live, lenient=lenient, decoder=plan.decoder)
 
 

@@ -17,6 +17,7 @@ from .scanner import Path, ScanError, Scanner
 
 __all__ = ["ArgumentStream", "FieldHandle", "FieldText", "NestedText"]
 
+
 class NestedText(NamedTuple):
     """Decoded text of a string inside a top-level field, at ``path`` (the field's name, then
     object keys and array indices); ``done`` marks its last piece."""

@@ -51,7 +51,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _api_key_option(command: argparse.ArgumentParser) -> None:
     command.add_argument(
-        "--api-key", type=options.api_key, metavar="KEY",
+        "--api-key",
+        type=options.api_key,
+        metavar="KEY",
         help=f"sent as 'Authorization: Bearer KEY' (default: ${options.API_KEY_ENV}); "
         "never printed",
     )
@@ -72,18 +74,25 @@ def parser(secrets: Sequence[str] = ()) -> _Parser:
         "chat", help="stream a chat (default: an embedded Gemma 3 270M)", secrets=secrets
     )
     chat.add_argument(
-        "prompts", nargs="*", metavar="PROMPT",
-        help="the prompt; several are the turns of one conversation (default: read stdin, "
-        "or -i)",
+        "prompts",
+        nargs="*",
+        metavar="PROMPT",
+        help="the prompt; several are the turns of one conversation (default: read stdin, or -i)",
     )
     chat.add_argument("-i", "--interactive", action="store_true", help="multi-turn session")
     chat.add_argument("--json", action="store_true", help="one JSON object per event line")
-    chat.add_argument("--url", type=options.url,
-                      help="a running llama-server (default: start the embedded one)")
+    chat.add_argument(
+        "--url", type=options.url, help="a running llama-server (default: start the embedded one)"
+    )
     _api_key_option(chat)
     chat.add_argument("--thinking", action="store_true", help="ask the model to think")
-    chat.add_argument("--max-tokens", type=options.max_tokens, default=512, metavar="N",
-                      help="answer length cap (512; -1: none)")
+    chat.add_argument(
+        "--max-tokens",
+        type=options.max_tokens,
+        default=512,
+        metavar="N",
+        help="answer length cap (512; -1: none)",
+    )
     chat.add_argument("--system", help="a system message")
     chat.add_argument(
         "--model",
@@ -93,13 +102,16 @@ def parser(secrets: Sequence[str] = ()) -> _Parser:
     doctor = sub.add_parser(
         "doctor", help="what the server supports, one verdict per line", secrets=secrets
     )
-    doctor.add_argument("--url", type=options.url, default="http://127.0.0.1:8080",
-                        help="the server")
+    doctor.add_argument(
+        "--url", type=options.url, default="http://127.0.0.1:8080", help="the server"
+    )
     _api_key_option(doctor)
-    doctor.add_argument("--model", help="on a router: the model to check (default: the first "
-                        "loaded one)")
-    doctor.add_argument("--timeout", type=options.seconds, default=30.0, metavar="S",
-                        help="per check, seconds (30)")
+    doctor.add_argument(
+        "--model", help="on a router: the model to check (default: the first loaded one)"
+    )
+    doctor.add_argument(
+        "--timeout", type=options.seconds, default=30.0, metavar="S", help="per check, seconds (30)"
+    )
     replay = sub.add_parser(
         "replay", help="render a recorded stream (recordings/*.http)", secrets=secrets
     )

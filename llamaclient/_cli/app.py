@@ -17,8 +17,12 @@ from .view import ConsoleView, JsonView, View
 
 __all__ = ["run", "verdict_line"]
 
-_MARKS = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "bad": ("✗", "bold red"),
-          "info": ("·", "cyan")}
+_MARKS = {
+    "ok": ("✓", "green"),
+    "warn": ("!", "yellow"),
+    "bad": ("✗", "bold red"),
+    "info": ("·", "cyan"),
+}
 
 
 def verdict_line(verdict: Verdict) -> Text:
@@ -46,8 +50,10 @@ def _chat(args: argparse.Namespace) -> int:
             prompts = [sys.stdin.read().strip()]
     ask: Callable[[], str] = input
     if not args.json:
+
         def ask() -> str:
             return console.input("\n[bold blue]you>[/] ")
+
     embedded_model = Path(args.model) if args.model and not args.url else None
     return chat_main(chat_options(args), prompts, interactive, view, ask, embedded_model)
 

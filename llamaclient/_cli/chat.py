@@ -129,8 +129,9 @@ async def _turn(url: str, options: ChatOptions, prompt: str, view: View) -> int:
     return code
 
 
-def _one_turn(server: LlamaServer | None, url: str, options: ChatOptions, prompt: str,
-              view: View) -> int:
+def _one_turn(
+    server: LlamaServer | None, url: str, options: ChatOptions, prompt: str, view: View
+) -> int:
     if server is None:
         return asyncio.run(_turn(url, options, prompt, view))
     return asyncio.run(while_alive(server, _turn(url, options, prompt, view)))
@@ -161,8 +162,9 @@ def _start(embedded_model: Path | None) -> LlamaServer | None:
     except (LlamaServerError, OSError, subprocess.CalledProcessError) as exc:
         print(f"the embedded llama-server could not start: {exc}", file=sys.stderr)
         return None
-    print(f"llama-server on {server.base_url} (log: {server.log_path})",
-          file=sys.stderr, flush=True)
+    print(
+        f"llama-server on {server.base_url} (log: {server.log_path})", file=sys.stderr, flush=True
+    )
     if embedded_model is None:
         print(BASE_MODEL_NOTE, file=sys.stderr, flush=True)
     return server

@@ -73,8 +73,12 @@ class _Doctor:
 def _failed(name: str, exc: InferError, what: str) -> Verdict:
     """The verdict for a request that failed; a refused API key says so by name."""
     if isinstance(exc, AuthenticationError):
-        return Verdict("API key", BAD, f"no: wrong or missing API key (HTTP {exc.status}): "
-                       f"give it with --api-key KEY or ${API_KEY_ENV}")
+        return Verdict(
+            "API key",
+            BAD,
+            f"no: wrong or missing API key (HTTP {exc.status}): "
+            f"give it with --api-key KEY or ${API_KEY_ENV}",
+        )
     if isinstance(exc, HTTPStatusError) and exc.status == 503:
         return Verdict(name, WARN, "loading (the client waits for it)")
     return Verdict(name, BAD, f"{what}: {type(exc).__name__}: {exc}")
@@ -234,8 +238,17 @@ async def _chat(d: _Doctor) -> Verdict:
 
 
 CHECKS: tuple[Callable[[_Doctor], Awaitable[Verdict]], ...] = (
-    _reachable, _model, _router, _context, _tools, _thinking, _resume, _multimodal, _slots,
-    _control, _chat,
+    _reachable,
+    _model,
+    _router,
+    _context,
+    _tools,
+    _thinking,
+    _resume,
+    _multimodal,
+    _slots,
+    _control,
+    _chat,
 )
 
 

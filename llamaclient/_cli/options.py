@@ -105,8 +105,7 @@ class ChatOptions:
     def config(self, url: str) -> Config:
         """The client's ``Config`` for the server at ``url``. The key goes to the embedded
         server too: it inherits ``LLAMA_API_KEY`` and then demands it."""
-        return Config(base_url=url, model=self.model or "", api_key=self.api_key,
-                      load_timeout=300)
+        return Config(base_url=url, model=self.model or "", api_key=self.api_key, load_timeout=300)
 
     def request(self, prompt: str) -> ChatRequest:
         """The next turn: the system message, the history (exact echo), ``prompt``."""
@@ -132,9 +131,16 @@ def chat_options(args: argparse.Namespace) -> ChatOptions:
 def doctor_config(args: argparse.Namespace) -> Config:
     """``doctor``'s ``Config``: every check bounded by ``--timeout``, one retry."""
     timeout: float = args.timeout
-    return Config(args.url, model=args.model or "", api_key=_key(args), wait_timeout=timeout,
-                  load_timeout=timeout, max_retries=1, connect_timeout=min(timeout, 5.0),
-                  retry_backoff=0.1)
+    return Config(
+        args.url,
+        model=args.model or "",
+        api_key=_key(args),
+        wait_timeout=timeout,
+        load_timeout=timeout,
+        max_retries=1,
+        connect_timeout=min(timeout, 5.0),
+        retry_backoff=0.1,
+    )
 
 
 def check(args: argparse.Namespace) -> None:

@@ -67,8 +67,9 @@ def summary(completion: Completion, *, stopped: str | None = None, shown: int = 
     if t.predicted_per_second:
         parts.append(f"{t.predicted_per_second:.1f} tokens/s")
     if t.draft_acceptance is not None:
-        parts.append(f"draft {t.draft_n_accepted}/{t.draft_n} accepted "
-                     f"({100 * t.draft_acceptance:.0f} %)")
+        parts.append(
+            f"draft {t.draft_n_accepted}/{t.draft_n} accepted ({100 * t.draft_acceptance:.0f} %)"
+        )
     prompt = t.prompt_n + t.cache_n
     share = 100 * t.cache_n / prompt if prompt else 0.0
     parts.append(f"prompt {prompt}, {t.cache_n} cached ({share:.0f} %)")
@@ -135,9 +136,7 @@ class ConsoleView:
             self._section = ""
 
     def _out(self, text: str, style: str | None = None) -> None:
-        self.console.print(
-            Text(text, style=style or ""), end="", soft_wrap=True, highlight=False
-        )
+        self.console.print(Text(text, style=style or ""), end="", soft_wrap=True, highlight=False)
 
     def _progress(self, event: PromptProgress) -> None:
         if self._bar is None:

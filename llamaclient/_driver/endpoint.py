@@ -8,7 +8,7 @@ helpers (``health()``, ``props()``, ...) get typed errors from the same mapper t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -126,16 +126,26 @@ class Endpoint:
         return _Plain(response)  # a transport of your own, written before the defaults
 
     async def exchange(
-        self, method: str, path: str, body: bytes | None = None, *, limit: int = 0
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        limit: int = 0,
+        headers: Mapping[str, str] | None = None,
+        heard: Callable[[Response], None] | None = None,
     ) -> tuple[int, bytes, bool]:
         """A small request/response exchange, bounded as a whole by ``wait_timeout``: the
         status, the body (at most ``limit`` bytes; 0: the config's limit for its status)
-        and whether it was cut there. Raises ``TransportError`` (``"timeout"`` past the
+        and whether it was cut there (``headers``: see :meth:`send`; ``heard`` sees the
+        response once its head is in). Raises ``TransportError`` (``"timeout"`` past the
         bound)."""
         try:
             with anyio.fail_after(self.config.wait_timeout):
-                response = await self.send(method, path, body)
+                response = await self.send(method, path, body, headers=headers)
                 try:
+                    if heard is not None:
+                        heard(response)
                     data, cut = await self.read_bounded(response, limit)
                 finally:
                     await response.aclose()

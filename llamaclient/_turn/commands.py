@@ -83,14 +83,17 @@ class Drain(msgspec.Struct, frozen=True, gc=False):
 class Call(msgspec.Struct, frozen=True, gc=False):
     """A small exchange (``/health``, ``/slots``, ``/props``, ``/models``, a control call,
     a resume lookup, a cancel): ``answered(status, data)``, or ``failed(kind, message)``,
-    or ``fired(timer)`` when the armed ``bound`` timer ran out first. ``shared``: calls of
-    one client with the same method and path that overlap share one exchange (lookups
-    whose answer is the same for every turn). ``limit``: the body's size bound. ``quiet``:
-    bounded by ``seconds`` and shielded; any outcome is fine (a cancel in the cleanup)."""
+    or ``fired(timer)`` when the armed ``bound`` timer ran out first. ``headers`` are added
+    to the endpoint's own (the turn's affinity). ``shared``: calls of one client with the
+    same method and path that overlap share one exchange (lookups whose answer is the same
+    for every turn: they carry no ``headers``). ``limit``: the body's size bound.
+    ``quiet``: bounded by ``seconds`` and shielded; any outcome is fine (a cancel in the
+    cleanup)."""
 
     method: str
     path: str
     body: bytes | None = None
+    headers: tuple[tuple[str, str], ...] = ()
     shared: bool = False
     bound: Timer | None = None
     limit: int = 0
@@ -164,6 +167,18 @@ class Done(msgspec.Struct, frozen=True, gc=False):
 
 
 Command = (
-    Send | Read | ReadAll | Drain | Call | Sleep | Arm | Line | Leave | Admit | Free | Route | Close
+    Send
+    | Read
+    | ReadAll
+    | Drain
+    | Call
+    | Sleep
+    | Arm
+    | Line
+    | Leave
+    | Admit
+    | Free
+    | Route
+    | Close
     | Done
 )

@@ -57,9 +57,7 @@ def _stages(ctx: Context) -> Phase:
     def send() -> Phase:
         return Opening(ctx)
 
-    return media(
-        ctx, lambda: models(ctx, lambda: slot_line(ctx, lambda: admission(ctx, send)))
-    )
+    return media(ctx, lambda: models(ctx, lambda: slot_line(ctx, lambda: admission(ctx, send))))
 
 
 class ChatTurn:

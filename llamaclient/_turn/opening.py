@@ -61,10 +61,10 @@ class Opening(Phase):
 
     def __init__(self, ctx: Context, attempt: int = 0, reached: bool = False) -> None:
         config = ctx.config
-        headers: tuple[tuple[str, str], ...] = ()
+        headers = ctx.affinity
         conversation = ctx.plan.conversation_id
         if conversation is not None:
-            headers = (("X-Conversation-Id", conversation),)
+            headers = (*headers, ("X-Conversation-Id", conversation))
         path = CHAT_PATH if ctx.request.autoload else f"{CHAT_PATH}?autoload=false"
         send = Send("POST", path, ctx.body, headers, config.wait_timeout, config.stall_timeout)
         super().__init__(ctx, send)

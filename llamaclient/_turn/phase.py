@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 from urllib.parse import quote
 
+from .._protocol.affinity import session_value
 from .._protocol.assembler import Assembler
 from .._protocol.models import model_query
 from .._protocol.retry import backoff_seconds
@@ -20,6 +21,7 @@ from .._types.completion import Completion
 from .._types.config import Config
 from .._types.errors import ConnectError, InferError, LoadTimeoutError
 from .._types.events import ChatEvent, Retrying, Routed, Waiting
+from .._types.request import ChatRequest
 from .commands import Arm, Call, Close, Command, Done, Free, Leave, Route, Sleep
 from .known import Known
 from .secret import hide_key, redact
@@ -44,6 +46,7 @@ __all__ = [
 CANCEL_TIMEOUT = 2.0  # seconds for the DELETE that cancels an abandoned generation
 _LOAD_DELAY = (0.05, 2.0)  # the /health polls of a loading wait: first delay, cap (doubling)
 
+Headers = tuple[tuple[str, str], ...]
 Header = Callable[[str], "str | None"]
 """A response's headers: ``header("content-type")`` (any case), None when absent."""
 Next = Callable[[], "Phase"]
@@ -62,11 +65,13 @@ class Context:
     running on the server: the cleanup cancels it) to opening and resuming; ``open``
     (the driver holds a response) to whoever sent or released it; ``joined`` to the slot
     line; ``loading`` (the backoff of the loading wait, kept across waits) and ``armed``
-    (the timers started) to the waits.
+    (the timers started) to the waits. ``affinity`` (the headers a load balancer keeps the
+    turn's requests together by) follows the server.
     """
 
     __slots__ = (
         "admitted",
+        "affinity",
         "armed",
         "asm",
         "body",
@@ -99,6 +104,7 @@ class Context:
         self.server = target.server  # a pool's turn: the index of the chosen server
         self.request = target.request or plan.request  # as it goes to this server
         self.model: str = self.request.model or self.config.model
+        self.affinity = affinity(self.config, self.request, plan.conversation_id)
         self.limited = target.limited  # its client has a shared concurrency limit
         self.admitted = False  # the turn waits for, or holds, a place under it (admission)
         self.asm = Assembler()
@@ -122,6 +128,7 @@ class Context:
         self.server = target.server
         self.request = target.request or self.plan.request
         self.model = self.request.model or self.config.model
+        self.affinity = affinity(self.config, self.request, self.plan.conversation_id)
         self.limited = self.limited or target.limited
         self.budget = self.plan.budget(self.config)
 
@@ -161,6 +168,16 @@ class Context:
         config = self.config
         base, cap = config.retry_backoff, config.retry_max_backoff
         return backoff_seconds(attempt, base, cap, retry_after, self.plan.jitter)
+
+
+def affinity(config: Config, request: ChatRequest, conversation: str | None) -> Headers:
+    """The turn's affinity header (``Config.session_header``): its session, else its
+    conversation id; none without either, or without a header name."""
+    name = config.session_header
+    key = request.session or conversation
+    if name is None or not key:
+        return ()
+    return ((name, session_value(key)),)
 
 
 class Phase:
@@ -260,7 +277,9 @@ class HealthWait(Phase):
         ctx = self.ctx
         ctx.load_delay = min(ctx.load_delay * 2, _LOAD_DELAY[1])
         limit = ctx.config.max_body_bytes
-        self.command = Call("GET", ctx.path("/health"), bound="load", limit=limit)
+        self.command = Call(
+            "GET", ctx.path("/health"), headers=ctx.affinity, bound="load", limit=limit
+        )
         return self
 
     def answered(self, status: int, data: bytes) -> Phase:
@@ -303,7 +322,8 @@ class Closing(Phase):
             steps.append(Close())
         conversation = ctx.plan.conversation_id
         if conversation and ctx.generating and completion is None and ctx.known.resume is not False:
-            steps.append(Call("DELETE", stream_path(conversation), quiet=CANCEL_TIMEOUT))
+            path = stream_path(conversation)
+            steps.append(Call("DELETE", path, headers=ctx.affinity, quiet=CANCEL_TIMEOUT))
         if ctx.joined is not None:
             steps.append(Leave(ctx.joined))
             ctx.joined = None

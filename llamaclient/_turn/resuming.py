@@ -88,7 +88,7 @@ class Resuming(Phase):
         conversation = ctx.plan.conversation_id or ""
         path = f"{stream_path(conversation)}&from={ctx.offset}"
         config = ctx.config
-        return Send("GET", path, None, (), config.wait_timeout, config.stall_timeout)
+        return Send("GET", path, None, ctx.affinity, config.wait_timeout, config.stall_timeout)
 
     def performed(self) -> Phase:  # the broken response is closed
         if self.ctx.resumes == 1:
@@ -150,7 +150,7 @@ class _Lookup(Phase):
 
     def __init__(self, ctx: Context, unsupported: Next, gone: Next) -> None:
         limit = ctx.config.max_body_bytes
-        super().__init__(ctx, Call("POST", LOOKUP_PATH, _EMPTY_LOOKUP, limit=limit))
+        super().__init__(ctx, Call("POST", LOOKUP_PATH, _EMPTY_LOOKUP, ctx.affinity, limit=limit))
         self._unsupported = unsupported
         self._gone = gone
 

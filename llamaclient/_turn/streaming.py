@@ -143,9 +143,7 @@ class Streaming(Phase):
         if ctx.asm.is_finished:
             return settle(ctx, ctx.asm)
         stall = ctx.config.stall_timeout
-        return ctx.fail(
-            typed_error(kind, message, "stream", timeout=stall, partial=ctx.partial())
-        )
+        return ctx.fail(typed_error(kind, message, "stream", timeout=stall, partial=ctx.partial()))
 
     def resumed(self) -> Phase:
         """The stream goes on from a new response, where it was."""
@@ -162,7 +160,8 @@ class Capping(Phase):
 
     def __init__(self, ctx: Context, streaming: Streaming, chunk: bytes) -> None:
         body = control_body(ctx.asm.id or "", ctx.model)
-        super().__init__(ctx, Call("POST", CONTROL_PATH, body, limit=ctx.config.max_body_bytes))
+        limit = ctx.config.max_body_bytes
+        super().__init__(ctx, Call("POST", CONTROL_PATH, body, ctx.affinity, limit=limit))
         self._streaming = streaming
         self._chunk = chunk
 

@@ -4,10 +4,19 @@ transport, or a server's refusal after a round trip)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["at_least", "check_sampling", "check_url", "fraction", "positive", "printable_ascii"]
+__all__ = [
+    "at_least",
+    "check_sampling",
+    "check_url",
+    "fraction",
+    "header_name",
+    "positive",
+    "printable_ascii",
+]
 
 
 def at_least(owner: str, name: str, value: Any, low: float, *, optional: bool = True) -> None:
@@ -65,6 +74,18 @@ def check_sampling(owner: str, settings: Any) -> None:
     top_k = settings.top_k
     if top_k is not None and (type(top_k) is not int or top_k < -1):
         raise ValueError(f"{owner}.top_k must be an int >= -1, not {top_k!r}")
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an HTTP field name (RFC 9110 token)
+
+
+def header_name(owner: str, name: str, value: Any) -> None:
+    """``value`` is None or a name an HTTP header (or a cookie) can have."""
+    if value is not None and (type(value) is not str or _TOKEN.fullmatch(value) is None):
+        raise ValueError(
+            f"{owner}.{name} must be None or an HTTP token (letters, digits, '-', ...), "
+            f"not {value!r}"
+        )
 
 
 def printable_ascii(text: str) -> bool:

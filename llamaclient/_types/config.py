@@ -7,7 +7,7 @@ from typing import Literal
 
 import msgspec
 
-from .checks import at_least, check_sampling, check_url, positive, printable_ascii
+from .checks import at_least, check_sampling, check_url, header_name, positive, printable_ascii
 
 __all__ = ["MAX_BODY_BYTES", "MAX_ERROR_BODY_BYTES", "MAX_EVENT_BYTES", "Config"]
 
@@ -45,6 +45,16 @@ class Config(msgspec.Struct, frozen=True):
       CA bundle file (PEM) to check it against instead (a private CA, a self-signed
       certificate); an :class:`ssl.SSLContext` is used as given (client certificates,
       pinning, or turning verification off at your own risk).
+    - ``session_header``: the header that carries a turn's affinity, so a load balancer in
+      front of several servers can keep a session on one of them (nginx ``hash
+      $http_x_session_id consistent``, HAProxy ``balance hdr(X-Session-Id)``): the request's
+      ``session``, else the stream's conversation id (resume on), on the chat and on every
+      request of its turn (the resume, the cancel, the slot and health looks). A session
+      that is not short visible ASCII is sent as ``sha256:`` and its hash. None: not sent.
+    - ``affinity_cookie``: for a balancer that pins by cookie (HAProxy ``cookie NAME
+      insert``), the name of its cookie. The client keeps that one cookie, per session
+      (a turn without one keeps it for its own requests), and sends it back; every other
+      ``Set-Cookie`` is ignored. None (the default): no cookie is kept.
 
     Memory limits (bytes; whatever the server sends, the client holds no more than these,
     and crossing one is a ``ProtocolError`` that names it):
@@ -84,6 +94,8 @@ class Config(msgspec.Struct, frozen=True):
     max_event_bytes: int = MAX_EVENT_BYTES
     max_body_bytes: int = MAX_BODY_BYTES
     max_error_body_bytes: int = MAX_ERROR_BODY_BYTES
+    session_header: str | None = "X-Session-Id"
+    affinity_cookie: str | None = None
 
     def __post_init__(self) -> None:
         for name in _LIMITS:
@@ -103,6 +115,8 @@ class Config(msgspec.Struct, frozen=True):
             raise ValueError(f"Config.max_retries must be an int >= 0, not {self.max_retries!r}")
         for name in ("retry_backoff", "retry_max_backoff", "thinking_budget", "thinking_grace"):
             at_least("Config", name, getattr(self, name), 0)
+        header_name("Config", "session_header", self.session_header)
+        header_name("Config", "affinity_cookie", self.affinity_cookie)
         if self.transport not in _TRANSPORTS:
             raise ValueError(
                 f"Config.transport must be one of {_TRANSPORTS}, not {self.transport!r}"

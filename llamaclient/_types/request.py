@@ -43,9 +43,10 @@ class ChatRequest(msgspec.Struct, frozen=True):
     - ``autoload``: for a llama-server router, load the model if it is not running (the
       default); False sends ``?autoload=false`` and a model that is not running is a
       ``ModelNotLoadedError``.
-    - ``session``: for a ``Pool``, the conversation this request belongs to: its requests go
-      to the same server and slot, in order, so the prompt cache stays warm. Ignored by
-      ``Client``.
+    - ``session``: the conversation this request belongs to. A ``Pool`` sends its requests
+      to the same server and slot, in order, so the prompt cache stays warm; every request
+      of its turns carries it as ``Config.session_header`` (``X-Session-Id``), for a load
+      balancer to keep it on one backend, and keys the affinity cookie.
     - ``extra``: more body fields for server options not modelled here; they override ours.
     - ``priority``: under a shared concurrency limit (a ``Limiter``), requests of a higher
       priority get a place first; requests of one priority in arrival order.

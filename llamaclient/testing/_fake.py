@@ -233,15 +233,18 @@ class FakeLlama(Serving):
             Config(self.url, **{**FAST, **config}), transport=self.transport(), limiter=limiter
         )
 
-    def _routed(self, call: FakeCall, request: FakeRequest | None,
-                raw: tuple[str, Mapping[str, str], bytes | None, float | None]) -> FakeResponse:
+    def _routed(
+        self,
+        call: FakeCall,
+        request: FakeRequest | None,
+        raw: tuple[str, Mapping[str, str], bytes | None, float | None],
+    ) -> FakeResponse:
         return serve_router(self, call, request, raw)
 
     @property
     def pending(self) -> int:
         """Answers queued and not taken yet."""
         return len(self._answers)
-
 
 
 def stream_body(
@@ -261,8 +264,13 @@ def stream_body(
     calls = tuple(fake._call(c) for c in tool_calls)
     answer = Answer(content, reasoning, calls, chunk, finish)
     body = {"stream": True, "stream_options": {"include_usage": True}}
-    chunks = stream_chunks(answer, body, completion_id="chatcmpl-" + fake_id(0), model=model,
-                           total=10, cache=0, created=int(time.time()))
+    chunks = stream_chunks(
+        answer,
+        body,
+        completion_id="chatcmpl-" + fake_id(0),
+        model=model,
+        total=10,
+        cache=0,
+        created=int(time.time()),
+    )
     return b"".join(p.data for p in chunks)
-
-

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -16,14 +16,17 @@ from .._types.openai import from_openai
 __all__ = ["FakeCall", "FakeRequest", "Reply", "ReplyFunction", "decode", "parse", "tool_call"]
 
 
-class FakeCall(NamedTuple):
+@dataclass(frozen=True)
+class FakeCall:
     """One HTTP request the fake server received: ``query`` its URL's query (one value a
-    name), ``body`` its JSON body decoded (None without one)."""
+    name), ``body`` its JSON body decoded (None without one), ``headers`` its headers
+    (lower-case names; not compared: ``FakeCall("GET", "/slots", {}, None) in fake.calls``)."""
 
     method: str
     path: str
     query: dict[str, str]
     body: Any
+    headers: dict[str, str] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)

@@ -56,8 +56,7 @@ class FakeResponse(Response):
     """A response of the fake server: its body steps are played on ``read()``, each when it
     is due on the server's clock (a wait longer than ``read_timeout`` is a stall)."""
 
-    __slots__ = ("_headers", "_on_close", "_read_timeout", "_start", "_status", "_steps",
-                 "closed")
+    __slots__ = ("_headers", "_on_close", "_read_timeout", "_start", "_status", "_steps", "closed")
 
     fair_reads = True  # every read is a scheduling point
 
@@ -143,8 +142,14 @@ class FakeResponse(Response):
 class Server(Protocol):
     """A fake server: what answers the requests a :class:`FakeTransport` sends."""
 
-    def _serve(self, method: str, url: str, headers: Mapping[str, str], body: bytes | None,
-               read_timeout: float | None) -> FakeResponse: ...
+    def _serve(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        read_timeout: float | None,
+    ) -> FakeResponse: ...
 
 
 class FakeTransport(Transport):

@@ -53,11 +53,17 @@ def serve_router(
 def _own(fake: Serving, call: FakeCall, read_timeout: float | None) -> FakeResponse:
     """A request naming no model: the router's own routes, or its 400."""
     if call.method == "GET" and call.path == "/props":
-        return json_response(200, {
-            "role": "router", "max_instances": fake.models_max, "models_autoload": True,
-            "model_alias": "llama-server", "model_path": "none",
-            "default_generation_settings": {"params": None, "n_ctx": 0},
-        })
+        return json_response(
+            200,
+            {
+                "role": "router",
+                "max_instances": fake.models_max,
+                "models_autoload": True,
+                "model_alias": "llama-server",
+                "model_path": "none",
+                "default_generation_settings": {"params": None, "n_ctx": 0},
+            },
+        )
     if call.path == "/health" or call.path.startswith("/v1/stream"):
         return fake._as_model(call, None, read_timeout)
     return error_response(400, "model name is missing from the request")
@@ -74,8 +80,14 @@ def _entry(name: str, model: FakeModel) -> dict[str, Any]:
     status: dict[str, Any] = {"value": model.status, "args": []}
     if model.exit_code is not None:
         status.update(exit_code=model.exit_code, failed=True)
-    return {"id": name, "aliases": list(model.aliases), "tags": [], "object": "model",
-            "owned_by": "llamacpp", "status": status}
+    return {
+        "id": name,
+        "aliases": list(model.aliases),
+        "tags": [],
+        "object": "model",
+        "owned_by": "llamacpp",
+        "status": status,
+    }
 
 
 def _advance(fake: Serving) -> None:
@@ -146,8 +158,11 @@ def _make_room(fake: Serving, name: str) -> FakeResponse | None:
     running = [(m._used, n) for n, m in fake.models.items() if n != name and m.status in RUNNING]
     if len(running) < fake.models_max:
         return None
-    idle = [(used, n) for used, n in running
-            if fake.models[n].status != "loading" and not _busy(fake, fake.models[n])]
+    idle = [
+        (used, n)
+        for used, n in running
+        if fake.models[n].status != "loading" and not _busy(fake, fake.models[n])
+    ]
     if not idle:
         return error_response(500, "model limit reached, try again later")
     fake.models[min(idle)[1]].status = "unloaded"

@@ -94,8 +94,12 @@ class Serving:
     def _answer(self, reply: Reply) -> Answer:
         raise NotImplementedError  # FakeLlama's: a Reply as the answer it streams
 
-    def _routed(self, call: FakeCall, request: FakeRequest | None,
-                raw: tuple[str, Mapping[str, str], bytes | None, float | None]) -> FakeResponse:
+    def _routed(
+        self,
+        call: FakeCall,
+        request: FakeRequest | None,
+        raw: tuple[str, Mapping[str, str], bytes | None, float | None],
+    ) -> FakeResponse:
         raise NotImplementedError  # FakeLlama's: a router's answer (._router)
 
     def _serve(
@@ -115,9 +119,9 @@ class Serving:
             raise TransportError("connect", "FakeLlama: connection refused (the server is down)")
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         data = parse(body)
-        call = FakeCall(method, path, query, data)
-        self.calls.append(call)
         lower = {k.lower(): v for k, v in headers.items()}
+        call = FakeCall(method, path, query, data, lower)
+        self.calls.append(call)
         request = None
         if chat:
             request = decode(data if isinstance(data, dict) else {}, lower, query)
@@ -145,7 +149,10 @@ class Serving:
         return now < self._loading_until
 
     def _as_model(
-        self, call: FakeCall, request: FakeRequest | None, read_timeout: float | None,
+        self,
+        call: FakeCall,
+        request: FakeRequest | None,
+        read_timeout: float | None,
         model: str | None = None,
     ) -> FakeResponse:
         """The answer of the server itself (or, in a router, of its ``model``)."""
@@ -159,8 +166,9 @@ class Serving:
         if method == "GET" and path == "/slots":
             return self._slots()
         if method == "GET" and path in ("/v1/models", "/models"):
-            return json_response(200, {"object": "list", "data": [{"id": self.model,
-                                                                    "object": "model"}]})
+            return json_response(
+                200, {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+            )
         if method == "POST" and path == "/v1/chat/completions/control":
             return json_response(200, {"success": True})
         if self.resumable and path.startswith("/v1/stream"):
@@ -176,8 +184,11 @@ class Serving:
             "model_path": f"/models/{self.model}.gguf",
             "modalities": {"vision": False, "audio": False},
             "chat_template": "{# fake #}",
-            "chat_template_caps": {"supports_tools": True, "supports_tool_calls": True,
-                                   "supports_system_role": True},
+            "chat_template_caps": {
+                "supports_tools": True,
+                "supports_tool_calls": True,
+                "supports_system_role": True,
+            },
             "build_info": "b0-fakellama",
             "is_sleeping": False,
         }
@@ -185,11 +196,17 @@ class Serving:
     def _slots(self) -> FakeResponse:
         if not self.slots_endpoint:
             return error_response(501, "This server does not support slots endpoint.")
-        return json_response(200, [
-            {"id": i, "n_ctx": self.n_ctx // self.n_slots,
-             "is_processing": i in self.busy or self._running[i] > 0}
-            for i in range(self.n_slots)
-        ])
+        return json_response(
+            200,
+            [
+                {
+                    "id": i,
+                    "n_ctx": self.n_ctx // self.n_slots,
+                    "is_processing": i in self.busy or self._running[i] > 0,
+                }
+                for i in range(self.n_slots)
+            ],
+        )
 
     def _slot(self, asked: Any) -> int:
         """The slot a chat runs on: the one it is pinned to, else the first free one."""
@@ -218,16 +235,23 @@ class Serving:
             return error_response(fault.status if fault else 500, error)
         if isinstance(answer, Raw):
             steps: list[Step] = [*answer.chunks, *([Cut()] if answer.cut else [])]
-            return self._occupy(request, FakeResponse(answer.status, answer.headers, steps,
-                                                      read_timeout))
+            return self._occupy(
+                request, FakeResponse(answer.status, answer.headers, steps, read_timeout)
+            )
         body = request.body
         messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
         total = sum(map(prompt_tokens, messages))
         cache = self._cache_hit(messages)
         self._cached = [*messages, answer.echo()]
         self._count += 1
-        settings = _Settings("chatcmpl-" + fake_id(self._count), model, total, cache,
-                             int(time.time()), fault.prefill if fault else 0.0)
+        settings = _Settings(
+            "chatcmpl-" + fake_id(self._count),
+            model,
+            total,
+            cache,
+            int(time.time()),
+            fault.prefill if fault else 0.0,
+        )
         chunks = stream_chunks(answer, {**body, "stream": True}, **settings._asdict())
         if not body.get("stream"):  # the whole answer once the stream would have ended
             whole = whole_answer(answer, body, **settings._asdict())
@@ -239,9 +263,7 @@ class Serving:
         response = FakeResponse(200, SSE, faulty(chunks, fault), read_timeout)
         return self._occupy(request, response)
 
-    def _take(
-        self, request: FakeRequest
-    ) -> tuple[Answer | Raw | None, Fault | None] | None:
+    def _take(self, request: FakeRequest) -> tuple[Answer | Raw | None, Fault | None] | None:
         """The next queued answer for ``request`` (a reply function's, while it gives one);
         None when there is none."""
         while self._answers:

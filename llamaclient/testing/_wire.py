@@ -175,8 +175,9 @@ def chunk(
     """One ``chat.completion.chunk`` in llama-server's key order. ``delta=None`` gives
     ``"choices":[]`` (the usage chunk); ``usage``, ``timings``, ``prompt_progress`` and then
     ``extra`` come last, each only when given."""
-    choices = [] if delta is None else [{"finish_reason": finish, "index": index,
-                                         "delta": dict(delta)}]
+    choices = (
+        [] if delta is None else [{"finish_reason": finish, "index": index, "delta": dict(delta)}]
+    )
     out: dict[str, Any] = {
         "choices": choices,
         "created": head.created,
@@ -185,8 +186,11 @@ def chunk(
         "system_fingerprint": head.fingerprint,
         "object": "chat.completion.chunk",
     }
-    for key, value in (("usage", usage), ("timings", timings),
-                       ("prompt_progress", prompt_progress)):
+    for key, value in (
+        ("usage", usage),
+        ("timings", timings),
+        ("prompt_progress", prompt_progress),
+    ):
         if value is not None:
             out[key] = value
     out.update(extra)
@@ -333,8 +337,9 @@ class Layout:
             speed=self.speed,
         )
 
-    def chunk(self, delta: Mapping[str, Any] | None, finish: str | None = None,
-              **extra: Any) -> dict[str, Any]:
+    def chunk(
+        self, delta: Mapping[str, Any] | None, finish: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
         return chunk(delta, finish, head=self.head, **extra)
 
     def emit(self, events: Sequence[dict[str, Any]], tokens: int, timed: bool) -> None:
@@ -351,11 +356,13 @@ class Layout:
         for i in range(batches + 1):
             processed = self.cache + -(-(self.total - self.cache) * i // batches)
             self.at = self.prefill * i / batches
-            ms = (round(self.at * 1000, 3) if self.prefill
-                  else (processed - self.cache) * self.prompt_speed)
+            ms = (
+                round(self.at * 1000, 3)
+                if self.prefill
+                else (processed - self.cache) * self.prompt_speed
+            )
             done = progress(self.total, self.cache, processed, ms)
-            self.emit([self.chunk(ROLE, prompt_progress=done)], 0,
-                      self.per_token and processed > 0)
+            self.emit([self.chunk(ROLE, prompt_progress=done)], 0, self.per_token and processed > 0)
 
     def pieces(
         self,
@@ -414,9 +421,14 @@ def stream_chunks(
     prompt takes ``prefill`` seconds."""
     options = body.get("stream_options")
     with_usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
-    layout = Layout(Head(completion_id, model, created), total, cache,
-                    per_token=bool(body.get("timings_per_token")), usage=with_usage,
-                    prefill=prefill)
+    layout = Layout(
+        Head(completion_id, model, created),
+        total,
+        cache,
+        per_token=bool(body.get("timings_per_token")),
+        usage=with_usage,
+        prefill=prefill,
+    )
     if body.get("return_progress"):
         layout.progress()
     max_tokens = body.get("max_tokens", body.get("n_predict"))

@@ -78,7 +78,8 @@ def test_config_repr_shows_every_field_but_the_key() -> None:
     assert text.startswith("Config(base_url='http://h:1', model='m', api_key='***', max_tokens=5, ")
     assert text.endswith(
         "thinking_grace=256, transport='auto', tls=None, max_event_bytes=8388608, "
-        "max_body_bytes=8388608, max_error_body_bytes=65536)"
+        "max_body_bytes=8388608, max_error_body_bytes=65536, session_header='X-Session-Id', "
+        "affinity_cookie=None)"
     )
     assert text.count("=") == len(Config.__struct_fields__)
     assert "api_key=None" in repr(Config("http://h:1"))  # no key: nothing to hide

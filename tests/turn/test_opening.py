@@ -41,7 +41,7 @@ def test_a_plain_turn_sends_the_body_with_the_conversation_id() -> None:
     run = drive(turn(body=b'{"m":1}'), Server())
     [send] = run.sent(Send)
     assert (send.method, send.path, send.body) == ("POST", "/v1/chat/completions", b'{"m":1}')
-    assert send.headers == (("X-Conversation-Id", "c0ffee"),)
+    assert send.headers == (("X-Session-Id", "c0ffee"), ("X-Conversation-Id", "c0ffee"))
     assert (send.wait, send.stall) == (600.0, 120.0)
     assert run.done.completion is not None
 
