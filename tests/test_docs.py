@@ -143,6 +143,8 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     page = (tmp_path / "reference" / "types" / "index.html").read_text()
     assert "Completion" in page
     assert ":meth:" not in page  # devtools/griffe_roles.py rewrote the Sphinx roles
+    changelog = (tmp_path / "changelog" / "index.html").read_text()
+    assert f'id="{llamaclient.__version__.replace(".", "")}-' in changelog  # CHANGELOG.md, included
 
 
 def test_every_public_name_is_in_the_reference() -> None:
@@ -150,6 +152,17 @@ def test_every_public_name_is_in_the_reference() -> None:
     shown = set(re.findall(r"^::: llamaclient\.(\w+)", text, re.M))
     public = set(llamaclient.__all__) - {"__version__"}
     assert public - shown == set(), "add these to a docs/reference/*.md page"
+
+
+def test_the_changelog_has_unreleased_then_this_version_first() -> None:
+    """Keep a Changelog headings: [Unreleased], then the newest version, ``__version__``, each
+    dated; a version bumped without its section fails here."""
+    headings = re.findall(r"^## (.*)$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert headings[0] == "[Unreleased]"
+    dated = [re.fullmatch(r"\[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}", h) for h in headings[1:]]
+    assert all(dated), headings
+    versions = [m.group(1) for m in dated if m]
+    assert versions[:1] == [llamaclient.__version__], headings
 
 
 def test_every_page_is_in_the_nav() -> None:

@@ -28,6 +28,7 @@ from llamaclient import (
 from llamaclient._types.completion import Timings, Usage
 from llamaclient._types.events import ChatEvent
 from tests.support import streams
+from tests.support.nesting import TOO_DEEP
 from tests.support.reference import fold
 from tests.support.streams import ROLE, chunk, timings
 
@@ -1132,7 +1133,7 @@ def test_from_response_tool_call_errors_carry_the_body(calls: list[Any], why: st
 
 def test_json_nested_too_deeply_is_protocol_error() -> None:
     # msgspec raises RecursionError for it; the error says what it is
-    deep = "[" * 2000 + "]" * 2000
+    deep = "[" * TOO_DEEP + "]" * TOO_DEEP
     payload = '{"id":"x","choices":[{"index":0,"delta":{"tool_calls":[' + deep + "]}}]}"
     with pytest.raises(ProtocolError) as info:
         Assembler().push(payload)

@@ -1,7 +1,8 @@
 """Rules 1 and 3 of the reliability issue, in the pure core.
 
 1. Only our typed errors come out, whatever the bytes: JSON nested deeply enough to make
-   msgspec raise ``RecursionError`` is a ``ProtocolError`` at every decoder, with the partial.
+   msgspec raise ``RecursionError`` (``TOO_DEEP``: how deep depends on the Python version) is
+   a ``ProtocolError`` at every decoder, with the partial.
 3. Memory is bounded: one SSE event holds at most ``max_event_bytes`` however the body is
    split (measured with tracemalloc for a 64 MiB line), and a ``ProtocolError`` keeps at most
    the first 64 Ki characters of what it shows.
@@ -32,6 +33,7 @@ from llamaclient._protocol.sse import SSEDecoder
 from llamaclient._protocol.status import status_error
 from llamaclient._types.config import MAX_BODY_BYTES, MAX_ERROR_BODY_BYTES, MAX_EVENT_BYTES
 from llamaclient._types.errors import RAW_KEPT
+from tests.support.nesting import TOO_DEEP
 
 MiB = 1024 * 1024
 
@@ -51,7 +53,8 @@ def _deep(depth: int, kind: str) -> str:
     return '[{"a":' * (depth // 2) + "1" + "}]" * (depth // 2)
 
 
-DEPTHS = [1_000, 3_000, 100_000]
+# Deep enough (about 2,000 levels on 3.11, 20,000 on 3.13), more, and far more.
+DEPTHS = [TOO_DEEP, 3 * TOO_DEEP, 100_000]
 KINDS = ["array", "object", "mixed"]
 
 
@@ -121,9 +124,9 @@ def test_deep_nesting_in_an_error_body_keeps_the_status(depth: int, kind: str) -
 
 def test_deep_nesting_message_says_so() -> None:
     with pytest.raises(ProtocolError, match=r"not a chat completion chunk \(JSON nested too"):
-        Assembler().push('{"x":' + "[" * 5_000)
+        Assembler().push('{"x":' + "[" * TOO_DEEP)
     with pytest.raises(ProtocolError, match=r"not a chat completion \(JSON nested too deeply"):
-        Assembler.from_response(b'{"x":' + b"[" * 5_000)
+        Assembler.from_response(b'{"x":' + b"[" * TOO_DEEP)
 
 
 def test_a_context_overflow_body_is_still_recognised() -> None:
