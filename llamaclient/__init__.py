@@ -8,6 +8,7 @@ from ._protocol.assembler import Assembler
 from ._protocol.body import build_body
 from ._stream import ChatStream
 from ._transports.base import Response, Transport, TransportError
+from ._types.cache import CacheReason, CacheReport
 from ._types.completion import Completion, FinishReason, Timings, Usage
 from ._types.config import Config
 from ._types.errors import (
@@ -34,6 +35,7 @@ from ._types.errors import (
 )
 from ._types.events import (
     ArgumentDelta,
+    CacheMiss,
     ChatEvent,
     Content,
     ModelLoading,
@@ -78,6 +80,9 @@ __all__ = [
     "AssistantMessage",
     "AudioPart",
     "BusyError",
+    "CacheMiss",
+    "CacheReason",
+    "CacheReport",
     "ChatEvent",
     "ChatMessage",
     "ChatRequest",

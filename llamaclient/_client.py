@@ -27,6 +27,7 @@ from ._protocol.body import build_body
 from ._protocol.info import props_from, slots_from
 from ._stream import ChatStream
 from ._transports.base import Transport, TransportError
+from ._turn.history import History
 from ._turn.machine import ChatTurn
 from ._turn.phase import CANCEL_TIMEOUT, stream_path
 from ._turn.plan import Plan, Target
@@ -52,9 +53,12 @@ def new_conversation_id() -> str:
     return secrets.token_hex(16)
 
 
-def plan_for(config: Config, request: ChatRequest, spec: OutputType[Any] | None) -> Plan:
+def plan_for(
+    config: Config, request: ChatRequest, spec: OutputType[Any] | None, history: History
+) -> Plan:
     """The turn that ``request`` asks for under ``config`` (a fresh conversation id when
-    resume is on; the typed output's live decoder when ``spec`` is given)."""
+    resume is on; the typed output's live decoder when ``spec`` is given; ``history``: the
+    sessions' previous turns)."""
     decoder = None if spec is None else OutputDecoder()
     return Plan(
         request,
@@ -64,6 +68,7 @@ def plan_for(config: Config, request: ChatRequest, spec: OutputType[Any] | None)
         processors=() if decoder is None else (decoder.process,),
         media=media_kinds(request.messages),
         pooled=False,
+        history=history,
     )
 
 
@@ -144,7 +149,7 @@ class Client:
         spec = None if output is None else _output_spec(request, output)
         if spec is not None:
             request = msgspec.structs.replace(request, response_format=spec.response_format())
-        plan = plan_for(self.config, request, spec)
+        plan = plan_for(self.config, request, spec, self._shared.history)
         body = build_body(self.config, request)
         limited = self._shared.limiter is not None
         target = Target(self.config, self._shared.known, body, limited=limited)

@@ -24,6 +24,7 @@ from ._protocol.body import build_body
 from ._stream import ChatStream
 from ._transports.base import Transport
 from ._turn.balancer import Balancer, Route
+from ._turn.history import History
 from ._turn.plan import Target
 from ._types.completion import Completion
 from ._types.config import Config
@@ -69,6 +70,7 @@ class Pool:
             Client(c, transport=transports[i] if transports else None, limiter=limiter)
             for i, c in enumerate(configs)
         )
+        self._history = History()  # its sessions' previous turns, wherever they ran
         self._balancer = Balancer(len(configs))
         self._props_asked: set[int] = set()
 
@@ -100,7 +102,7 @@ class Pool:
         if spec is not None:
             request = msgspec.structs.replace(request, response_format=spec.response_format())
         first = self.clients[0]
-        plan = plan_for(first.config, request, spec)
+        plan = plan_for(first.config, request, spec, self._history)
         plan.pooled = True
         start = Target(first.config, first._shared.known, None)  # until it is routed
         routing = _Routing(self, request)

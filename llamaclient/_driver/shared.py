@@ -9,6 +9,7 @@ from typing import Generic, TypeVar
 
 import anyio
 
+from .._turn.history import History
 from .._turn.known import Known
 from .cookies import Jar
 from .endpoint import Endpoint
@@ -122,7 +123,7 @@ class Shared:
     ``limiter`` it shares with others (None: no limit), and the ``jar`` of its sessions'
     affinity cookies (None: ``Config.affinity_cookie`` is not set)."""
 
-    __slots__ = ("endpoint", "jar", "known", "limiter", "lines", "lookups")
+    __slots__ = ("endpoint", "history", "jar", "known", "limiter", "lines", "lookups")
 
     def __init__(self, endpoint: Endpoint, limiter: Limiter | None = None) -> None:
         self.endpoint = endpoint
@@ -132,3 +133,4 @@ class Shared:
         self.lookups: SingleFlight[tuple[int, bytes, bool]] = SingleFlight()
         name = endpoint.config.affinity_cookie
         self.jar = None if name is None else Jar(name)
+        self.history = History()  # its sessions' previous turns (the cache report)

@@ -49,6 +49,7 @@ from typing import Any
 
 import msgspec
 
+from .._types.cache import CacheReport
 from .._types.completion import Completion, FinishReason, Timings, Usage
 from .._types.errors import ProtocolError, ServerError, StreamClosedEarlyError
 from .._types.events import ChatEvent, Content, Reasoning, ToolCallDelta, ToolCallDone
@@ -394,6 +395,12 @@ class Assembler:
 
     # -- internals -----------------------------------------------------------------------
     def _completion(self, calls: tuple[ToolCall, ...], thinking_capped: bool) -> Completion:
+        timings = _timings(self._timings)
+        cache = (
+            None
+            if timings is None
+            else CacheReport(timings.prompt_n + timings.cache_n, timings.cache_n)
+        )
         return Completion(
             id=self._id or "",
             model=self._model,
@@ -401,11 +408,12 @@ class Assembler:
             reasoning_content="".join(self._reasoning) if self._reasoning else None,
             tool_calls=calls,
             finish_reason=self._finish,
-            timings=_timings(self._timings),
+            timings=timings,
             usage=self._usage,
             reasoning_tokens=self.reasoning_tokens,
             thinking_capped=thinking_capped,
             reasoning_field=self._reasoning_field,
+            cache=cache,
         )
 
     def _fail(self, error: ProtocolError | ServerError) -> ProtocolError | ServerError:

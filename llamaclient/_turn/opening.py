@@ -18,6 +18,7 @@ from .._types.errors import ResumeError, StreamClosedEarlyError
 from .._types.events import Resuming as ResumingEvent
 from .commands import ReadAll, Send
 from .failures import typed_error
+from .history import CacheWatch
 from .phase import Backoff, Context, Header, HealthWait, Phase
 from .resuming import Resuming, resumable
 from .streaming import Streaming, WholeBody
@@ -28,7 +29,12 @@ CHAT_PATH = "/v1/chat/completions"
 
 
 def stream(ctx: Context) -> Streaming:
-    """The phase that reads a streamed answer (and picks it up when it breaks)."""
+    """The phase that reads a streamed answer (and picks it up when it breaks); with the
+    session's previous turn known, its events are watched for a cache miss."""
+    history, session = ctx.plan.history, ctx.request.session
+    past = history.previous(session) if history is not None and session else None
+    if past is not None:
+        ctx.plan.processors.append(CacheWatch(past, lambda: (ctx.request, ctx.config.base_url)))
     return Streaming(ctx, _break)
 
 

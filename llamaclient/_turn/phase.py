@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 from urllib.parse import quote
 
+import msgspec
+
 from .._protocol.affinity import session_value
 from .._protocol.assembler import Assembler
 from .._protocol.models import model_query
@@ -23,6 +25,7 @@ from .._types.errors import ConnectError, InferError, LoadTimeoutError
 from .._types.events import ChatEvent, Retrying, Routed, Waiting
 from .._types.request import ChatRequest
 from .commands import Arm, Call, Close, Command, Done, Free, Leave, Route, Sleep
+from .history import History, explain
 from .known import Known
 from .secret import hide_key, redact
 
@@ -162,7 +165,22 @@ class Context:
         return Closing(self, None, error)
 
     def finish(self, completion: Completion) -> Phase:
+        history, session = self.plan.history, self.request.session
+        if history is not None and session and completion.cache is not None:
+            completion = self._explained(history, session, completion)
         return Closing(self, completion, None)
+
+    def _explained(self, history: History, session: str, completion: Completion) -> Completion:
+        """``completion`` with its cache report against the session's previous turn (the
+        assembler's knows no previous turn); the history learns this one."""
+        report, server = completion.cache, self.config.base_url
+        assert report is not None
+        past = history.previous(session)
+        if past is not None:
+            report = explain(past, self.request, server, report.prompt, report.reused)
+            completion = msgspec.structs.replace(completion, cache=report)
+        history.remember(self.request, completion, server)
+        return completion
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
         config = self.config

@@ -12,6 +12,7 @@ from .._types.events import ChatEvent
 from .._types.request import ChatRequest
 from .._types.typed import OutputType
 from .budget import Budget
+from .history import History
 from .known import Known
 
 __all__ = ["Plan", "Processor", "Target"]
@@ -55,11 +56,13 @@ class Plan:
     for, even mid-stream); ``media`` (the input modalities the messages need);
     ``pooled`` (a pool chooses the server first: ``Routed``); ``reattach`` (no chat is
     sent: the turn picks up ``conversation_id`` at ``offset``); ``jitter``, the source of the
-    backoff's randomness (a test gives a seeded one: the machine has no hidden input)."""
+    backoff's randomness (a test gives a seeded one: the machine has no hidden input);
+    ``history``, its client's (or pool's) sessions' previous turns (the cache report)."""
 
     __slots__ = (
         "conversation_id",
         "decoder",
+        "history",
         "jitter",
         "media",
         "offset",
@@ -83,6 +86,7 @@ class Plan:
         pooled: bool = False,
         reattach: bool = False,
         jitter: random.Random | None = None,
+        history: History | None = None,
     ) -> None:
         self.request = request
         self.conversation_id = conversation_id
@@ -94,6 +98,7 @@ class Plan:
         self.pooled = pooled
         self.reattach = reattach
         self.jitter = jitter  # the backoff's randomness (None: the random module's)
+        self.history = None if reattach else history  # a reattached turn has no request
 
     def budget(self, config: Config) -> Budget | None:
         """The thinking budget at ``config`` (None: no cap)."""

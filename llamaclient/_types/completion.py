@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from .cache import CacheReport
 from .messages import AssistantMessage, ReasoningField, ToolCall
 from .openai import message_to_openai
 
@@ -65,7 +66,9 @@ class Completion(msgspec.Struct, frozen=True):
     ``output`` is the validated instance of the type asked for with ``chat(..., output=T)``
     (None otherwise). ``reasoning_field`` is the name the thinking arrived under
     (``reasoning_content``, or ``reasoning`` from vLLM, Groq, OpenRouter); :meth:`message`
-    sends it back under the same name.
+    sends it back under the same name. ``cache`` is what the prompt cache gave the turn,
+    against what exact echo of the session's previous turn gives, and why not
+    (:class:`CacheReport`; None without timings).
     """
 
     id: str
@@ -80,6 +83,7 @@ class Completion(msgspec.Struct, frozen=True):
     thinking_capped: bool = False
     output: Any = None
     reasoning_field: ReasoningField = "reasoning_content"
+    cache: CacheReport | None = None
 
     def message(self) -> AssistantMessage:
         """The assistant turn to send back next time, identical to what arrived."""

@@ -10,6 +10,7 @@
         case ArgumentDelta():      ...  # decoded text of one argument field, as it streams
         case OutputDelta(path, text, done): ...  # typed output (chat(..., output=T)), live
         case Progress(total, cache, processed): ...  # prompt processing
+        case CacheMiss(expected, reused, reason, detail): ...  # the prompt cache fell short
         case Queued(ahead):        ...  # waiting behind `ahead` requests of this client
         case Waiting(slot_busy):   ...  # model loading (False) or pinned slot busy (True)
         case Retrying(attempt, after_ms, error): ...  # a safe retry, before any output
@@ -27,10 +28,12 @@ from typing import Literal
 
 import msgspec
 
+from .cache import CacheReason
 from .messages import ToolCall
 
 __all__ = [
     "ArgumentDelta",
+    "CacheMiss",
     "ChatEvent",
     "Content",
     "ModelLoading",
@@ -70,6 +73,19 @@ class Progress(msgspec.Struct, frozen=True, gc=False):
     cache: int
     processed: int
     time_ms: float | None = None
+
+
+class CacheMiss(msgspec.Struct, frozen=True, gc=False):
+    """Right after the first ``Progress``: the prompt cache reused ``reused`` tokens where
+    exact echo of this session's previous turn reuses ``expected`` (its whole prompt), more
+    than a sliding-window model's 5 tokens short. ``reason`` says why (see
+    :data:`~llamaclient.CacheReason`), ``detail`` in words: the first message and field
+    that differ from the previous turn's, say. Only for a request with a ``session``."""
+
+    expected: int
+    reused: int
+    reason: CacheReason
+    detail: str
 
 
 class Reasoning(msgspec.Struct, frozen=True, gc=False):
@@ -186,6 +202,7 @@ ChatEvent = (
     Queued
     | Waiting
     | Progress
+    | CacheMiss
     | Reasoning
     | Content
     | ToolCallDelta

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from llamaclient import (
     Assembler,
+    CacheReport,
     Completion,
     Content,
     FinishReason,
@@ -1041,6 +1042,7 @@ def test_from_response_with_usage_model_and_timings() -> None:
         timings=Timings(0, 20, 3, 12.5, 1600.0, 6.0, 500.0),
         usage=Usage(11, 3, 8),
         reasoning_tokens=0,
+        cache=CacheReport(prompt=20, reused=0),  # prompt_n + cache_n; no earlier turn known
     )
 
 

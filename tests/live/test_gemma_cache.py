@@ -28,6 +28,7 @@ import pytest
 
 from devtools.llama_server import LlamaServer
 from llamaclient import (
+    CacheMiss,
     ChatMessage,
     ChatRequest,
     Client,
@@ -72,6 +73,8 @@ class Turn:
         self.cache_n = timings.cache_n
         self.predicted = timings.predicted_n
         self.progress_cache = first_progress_cache
+        self.report = completion.cache
+        self.misses: list[CacheMiss] = []
 
     def __repr__(self) -> str:
         return f"Turn(prompt={self.prompt}, cache_n={self.cache_n}, predicted={self.predicted})"
@@ -83,21 +86,32 @@ LONG = "Here are my notes on the Baltic Sea, read them. " + "The water is cold a
 QUESTIONS = ("Tell me about a sea.", "Tell me more.", "And more.", LONG, "Thanks. More?", "Go on.")
 
 
-async def converse(url: str, questions: tuple[str, ...], max_tokens: int) -> list[Turn]:
-    """A multi-turn chat on slot 0 that echoes each answer with ``Completion.message()``."""
+async def converse(
+    url: str, questions: tuple[str, ...], max_tokens: int, *, edit_last: bool = False
+) -> list[Turn]:
+    """A multi-turn chat of one session on slot 0 that echoes each answer with
+    ``Completion.message()`` (``edit_last``: the last turn edits the system prompt)."""
     messages: list[ChatMessage] = [SystemMessage("You are a helpful assistant.")]
     out: list[Turn] = []
     async with Client(Config(base_url=url, load_timeout=120)) as client:
         for i, question in enumerate(questions):
             messages.append(UserMessage(question))
-            request = ChatRequest(messages, slot=0, max_tokens=max_tokens, temperature=0.7, seed=i)
+            if edit_last and i == len(questions) - 1:
+                messages[0] = SystemMessage("You are a terse assistant.")
+            request = ChatRequest(
+                messages, slot=0, max_tokens=max_tokens, temperature=0.7, seed=i, session="g"
+            )
             first: int | None = None
+            misses: list[CacheMiss] = []
             async with client.chat(request) as stream:
                 async for event in stream:
                     if isinstance(event, Progress) and first is None:
                         first = event.cache
+                    if isinstance(event, CacheMiss):
+                        misses.append(event)
             completion = stream.completion
             out.append(Turn(completion, first))
+            out[-1].misses = misses
             messages.append(completion.message())
     return out
 
@@ -112,11 +126,16 @@ async def test_gemma_reuses_all_but_5_tokens_within_the_window_then_everything(
         assert turn.progress_cache == turn.cache_n, turns  # the first Progress says it early
         assert turn.cache_n >= prev.prompt - SWA_LOSS, turns  # the bound, on every turn
         prefix = prev.prompt + prev.predicted - 1  # what a full-attention cache would reuse
+        assert turn.misses == [], turns  # 5 short is the window: no CacheMiss
+        assert turn.report is not None
+        assert turn.report.expected == prev.prompt
         if prefix <= N_SWA - 2:
             assert turn.cache_n == prev.prompt - SWA_LOSS, turns
+            assert (turn.report.reason, turn.report.shortfall) == ("window", SWA_LOSS)
             within += 1
         elif prefix > N_SWA + 2:
             assert turn.cache_n >= prev.prompt, turns
+            assert turn.report.reason is None
             beyond += 1
     # Both regimes must have been seen, or the test proved less than it says.
     assert within >= 2, turns
@@ -135,3 +154,16 @@ async def test_gemma_with_swa_full_reuses_the_whole_previous_prompt(
         server.stop()
     for prev, turn in itertools.pairwise(turns):
         assert turn.cache_n >= prev.prompt, turns
+
+
+@pytest.mark.asyncio
+async def test_gemma_an_edited_system_prompt_is_a_named_cache_miss(gemma: LlamaServer) -> None:
+    turns = await converse(gemma.base_url, QUESTIONS[:3], max_tokens=12, edit_last=True)
+    assert turns[1].misses == []
+    [miss] = turns[2].misses
+    assert (miss.reason, miss.expected) == ("messages", turns[1].prompt)
+    assert miss.detail == (
+        "messages[0] (system): its content differs from the previous turn's "
+        "(an edited system prompt)"
+    )
+    assert miss.reused < 10  # the system prompt is the first thing Gemma's template writes

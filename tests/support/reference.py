@@ -66,6 +66,16 @@ def fold(payloads: list[str]) -> dict[str, Any]:
             if choice.get("finish_reason"):
                 out["finish_reason"] = choice["finish_reason"]
     out["tool_calls"] = [dict(c, extra={}) for c in calls]
+    t = out["timings"]
+    out["cache"] = None
+    if t is not None:  # the prompt in all, and what the cache gave of it
+        out["cache"] = {
+            "prompt": t["prompt_n"] + t["cache_n"],
+            "reused": t["cache_n"],
+            "expected": None,
+            "reason": None,
+            "detail": "",
+        }
     return out
 
 
