@@ -152,7 +152,7 @@ async def test_another_pinned_slot(client: Client) -> None:
 async def test_another_conversation_took_the_slot(client: Client) -> None:
     session = "evicted"
     _, first = await turn(client.chat, FIRST, slot=0, session=session)
-    other = [SystemMessage("Someone else entirely."), UserMessage("Hello there.")]
+    other: list[ChatMessage] = [SystemMessage("Someone else entirely."), UserMessage("Hi.")]
     await turn(client.chat, other, slot=0, session="other")
     messages = [*FIRST, first.message(), UserMessage("Thanks. Next?")]
     events, _ = await turn(client.chat, messages, slot=0, session=session)

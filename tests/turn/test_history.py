@@ -16,6 +16,7 @@ from llamaclient import (
     AssistantMessage,
     CacheMiss,
     CacheReport,
+    ChatMessage,
     ChatRequest,
     Completion,
     Content,
@@ -34,7 +35,7 @@ from tests.support.streams import ROLE, chunk, timings
 from tests.turn.script import Answer, Run, Server, config, drive, stream_body, turn
 
 SYSTEM = SystemMessage("You are a careful agent.")
-FIRST = [SYSTEM, UserMessage("Read notes.txt.")]
+FIRST: list[ChatMessage] = [SYSTEM, UserMessage("Read notes.txt.")]
 TOOLS = (ToolSchema("read_file"), ToolSchema("write_file"))
 
 
