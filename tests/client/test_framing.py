@@ -18,6 +18,7 @@ import pytest
 import respx
 
 from llamaclient import (
+    CacheReport,
     ChatEvent,
     Client,
     Completion,
@@ -111,6 +112,7 @@ RICH_COMPLETION = Completion(
                     prompt_per_second=400.0, predicted_ms=60.0, predicted_per_second=100.0),
     usage=Usage(prompt_tokens=20, completion_tokens=6, cached_tokens=0),
     reasoning_tokens=2,
+    cache=CacheReport(prompt=20, reused=0),
 )
 RICH = rich_body()
 
