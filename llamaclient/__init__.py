@@ -7,6 +7,7 @@ from ._pool import Pool, PoolStream
 from ._protocol.assembler import Assembler
 from ._protocol.body import build_body
 from ._stream import ChatStream
+from ._tools import RunOutcome, ToolResult, ToolRun, Tools
 from ._transports.base import Response, Transport, TransportError
 from ._types.cache import CacheReason, CacheReport
 from ._types.completion import Completion, FinishReason, Timings, Usage
@@ -126,6 +127,7 @@ __all__ = [
     "Resuming",
     "Retrying",
     "Routed",
+    "RunOutcome",
     "ServerError",
     "Slot",
     "StalledError",
@@ -141,7 +143,10 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallDone",
     "ToolMessage",
+    "ToolResult",
+    "ToolRun",
     "ToolSchema",
+    "Tools",
     "Transport",
     "TransportError",
     "UnsupportedInputError",

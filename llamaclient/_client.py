@@ -26,6 +26,7 @@ from ._driver.shared import Shared
 from ._protocol.body import build_body
 from ._protocol.info import props_from, slots_from
 from ._stream import ChatStream
+from ._tools import ToolRun, Tools, run_tools
 from ._transports.base import Transport, TransportError
 from ._turn.history import History
 from ._turn.machine import ChatTurn
@@ -204,6 +205,28 @@ class Client:
     async def complete(self, request: ChatRequest) -> Completion:
         """Run one chat to its end and return the Completion."""
         return await self.chat(request).collect()
+
+    def run_tools(
+        self,
+        request: ChatRequest,
+        tools: Tools,
+        *,
+        max_turns: int = 8,
+        max_tokens_total: int | None = None,
+    ) -> ToolRun:
+        """Run ``request`` as an agent with the tool box ``tools`` until the model answers,
+        ``max_turns`` turns, or ``max_tokens_total`` generated tokens:
+        ``async with client.run_tools(request, tools) as run: async for event in run: ...``
+        (see :class:`~llamaclient.ToolRun`). Leave ``request.tools`` empty: each turn sends
+        the box's schemas."""
+        return run_tools(
+            self.chat,
+            request,
+            tools,
+            max_turns=max_turns,
+            max_tokens_total=max_tokens_total,
+            configs=(self.config,),
+        )
 
     async def models(self) -> list[ModelInfo]:
         """``GET /models``: a router's models with their status (``loaded``, ``loading``,

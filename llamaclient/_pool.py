@@ -22,6 +22,7 @@ from ._driver.limiter import Limiter
 from ._driver.shared import Shared
 from ._protocol.body import build_body
 from ._stream import ChatStream
+from ._tools import ToolRun, Tools, run_tools
 from ._transports.base import Transport
 from ._turn.balancer import Balancer, Route
 from ._turn.history import History
@@ -122,6 +123,25 @@ class Pool:
         """:meth:`Client.parse` on the routed server (the session's, or the freest)."""
         completion = await self.chat(request, output=output).collect()
         return completion.output
+
+    def run_tools(
+        self,
+        request: ChatRequest,
+        tools: Tools,
+        *,
+        max_turns: int = 8,
+        max_tokens_total: int | None = None,
+    ) -> ToolRun:
+        """:meth:`Client.run_tools` on the pool: give the request a ``session`` so every turn
+        goes to the same server and finds its prompt cache there."""
+        return run_tools(
+            self.chat,
+            request,
+            tools,
+            max_turns=max_turns,
+            max_tokens_total=max_tokens_total,
+            configs=tuple(c.config for c in self.clients),
+        )
 
     def _servers_for(self, request: ChatRequest) -> tuple[int, ...] | None:
         """The servers that may take ``request``: those whose ``Config.model`` is the one it

@@ -1,7 +1,7 @@
 """The layout is the design: each folder is a layer, and imports only point down.
 
-    _types  <  _protocol, _arguments  <  _turn, _transports  <  _driver  <  _stream  <  _client
-            <  _pool  <  __init__  <  testing, _embedded  <  _cli  <  __main__
+    _types  <  _protocol, _arguments  <  _turn, _transports  <  _driver  <  _stream  <  _tools
+            <  _client  <  _pool  <  __init__  <  testing, sync, _embedded  <  _cli  <  __main__
 
 Every ``import`` counts, also those under ``TYPE_CHECKING`` and inside functions: for the
 layers, and for cycles, which there are none of, between folders or between the modules of
@@ -24,15 +24,20 @@ RANK = {
     "_turn": 2,
     "_driver": 3,
     "_stream": 4,
-    "_client": 5,
-    "_pool": 6,
-    "__init__": 7,
-    # Outside the library proper, on top of it: the testing kit, the embedded server
-    # launcher (stdlib only), the CLI that uses both, and ``python -m llamaclient``.
-    "testing": 8,
-    "_embedded": 8,
-    "_cli": 9,
-    "__main__": 10,
+    # The tool box and its loop over a chat: Client.run_tools and Pool.run_tools wrap it, so
+    # it sits right under them (it only needs a ``chat`` callable and the stream it returns).
+    "_tools": 5,
+    "_client": 6,
+    "_pool": 7,
+    "__init__": 8,
+    # Outside the library proper, on top of it: the testing kit, the sync client (the public
+    # API on an event-loop thread of its own), the embedded server launcher (stdlib only),
+    # the CLI that uses them, and ``python -m llamaclient``.
+    "testing": 9,
+    "sync": 9,
+    "_embedded": 9,
+    "_cli": 10,
+    "__main__": 11,
 }
 
 
