@@ -116,8 +116,9 @@ async def test_ctrl_c_closes_the_connection_and_cancels_the_generation(
         proc = await start(script, server.url, mode)
         try:
             if mode == "complete":  # nothing printed: wait for the chat to reach the server
-                await server.wait_for(lambda: any(r.path == CHAT for r in server.requests),
-                                      timeout=30)
+                await server.wait_for(
+                    lambda: any(r.path == CHAT for r in server.requests), timeout=30
+                )
             else:  # both events the server sends before it holds the stream
                 for _ in range(2):
                     assert await asyncio.wait_for(proc.stdout.readline(), 30) == b"event\n"  # type: ignore[union-attr]

@@ -13,7 +13,7 @@ import io
 import pytest
 
 from tests.support.docblocks import ADDRESS, ROOT, blocks
-from tests.support.docfake import DocFake
+from tests.support.docfake import doc_fake, serve
 from tests.support.faultserver import FaultServer
 
 CELL_MARK = "# In a Jupyter cell:"
@@ -31,7 +31,7 @@ def test_the_docs_have_one_notebook_cell() -> None:
 @pytest.mark.asyncio
 async def test_the_notebook_cell_runs_inside_a_running_event_loop() -> None:
     async with FaultServer(thread=True) as server:
-        DocFake().install(server)
+        serve(doc_fake(), server)
         code = ADDRESS.sub(server.url, notebook_cell())
         namespace: dict[str, object] = {}
         out = io.StringIO()

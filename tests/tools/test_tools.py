@@ -69,8 +69,10 @@ def call(name: str, arguments: str, id: str = "call-1") -> ToolCall:
 
 def test_the_schemas_are_the_functions_own() -> None:
     tools = Tools([get_weather, forecast])
-    assert tools.schemas == (ToolSchema.from_function(get_weather),
-                             ToolSchema.from_function(forecast))
+    assert tools.schemas == (
+        ToolSchema.from_function(get_weather),
+        ToolSchema.from_function(forecast),
+    )
     weather, fc = tools.schemas
     assert weather.description == "The current weather in a city."  # no Args:/Returns:
     assert weather.parameters["properties"]["city"]["description"] == "The city's name."
@@ -107,8 +109,7 @@ async def test_arguments_that_do_not_fit_become_the_validation_message() -> None
     )
     missing = await tools.run(call("get_weather", "{}"))
     assert missing.content == (
-        "error: the arguments do not fit get_weather: "
-        "Object missing required field `city`"
+        "error: the arguments do not fit get_weather: Object missing required field `city`"
     )
     # A pydantic model's own constraint, said with its path, as msgspec says one.
     below = await tools.run(call("forecast", '{"place": {"city": "A"}, "window": {"start": -1}}'))
@@ -231,7 +232,6 @@ def test_a_function_that_cannot_be_a_tool_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="needs a name"):
         Tools([lambda: None])
 
-
     def takes(thing: Opaque) -> None: ...
 
     with pytest.raises(ValueError, match="takes cannot be a tool"):
@@ -249,7 +249,10 @@ def test_a_function_that_cannot_be_a_tool_is_a_value_error() -> None:
 def test_tool_messages_from_the_box_encode_with_their_name() -> None:
     message = ToolMessage("c1", "2", name="add")
     assert msgspec.json.decode(msgspec.json.encode(message)) == {
-        "role": "tool", "tool_call_id": "c1", "content": "2", "name": "add"
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "2",
+        "name": "add",
     }
 
 
