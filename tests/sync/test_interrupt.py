@@ -43,9 +43,16 @@ from llamaclient import sync
 url, mode = sys.argv[1:3]
 
 
+def say(line):
+    """One write per line: the tool's thread and the main thread print at the same time, and
+    print() writes the text and its newline apart (seen: 'eventtool started')."""
+    sys.stdout.write(line + "\\n")
+    sys.stdout.flush()
+
+
 def slow_tool(path: str) -> str:
     """Takes a minute."""
-    print("tool started", flush=True)
+    say("tool started")
     time.sleep(60)
     return path
 
@@ -57,18 +64,18 @@ try:
     if mode == "chat":  # no `with`: the interrupted call itself closes the turn
         stream = client.chat(request)
         for event in stream:
-            print("event", flush=True)
+            say("event")
     elif mode == "with":
         with client.chat(request) as stream:
             for event in stream:
-                print("event", flush=True)
+                say("event")
     elif mode == "complete":
         client.complete(request)
     else:
         run = client.run_tools(request, Tools([slow_tool]))
         with run:
             for event in run:
-                print("event", flush=True)
+                say("event")
         stream = run.stream
 except KeyboardInterrupt:
     state = "-" if stream is None else stream.state.value
