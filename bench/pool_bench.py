@@ -93,7 +93,7 @@ def _route_us(new: bool, n: int = 200_000) -> float:
         route = balancer.route(name, None, 0.0)
         assert route is not None
         balancer.start(name, route)
-        balancer.finish(name, route)
+        balancer.finish(name, route, 0.0)
     if new:
         names = [f"new-{i}" for i in range(n)]
     start = time.perf_counter()
@@ -102,7 +102,7 @@ def _route_us(new: bool, n: int = 200_000) -> float:
         route = balancer.route(name, None, 0.0)
         assert route is not None
         balancer.start(name, route)
-        balancer.finish(name, route)
+        balancer.finish(name, route, 0.0)
     return (time.perf_counter() - start) / n * 1e6
 
 
@@ -141,7 +141,7 @@ def _bytes_per_session(n: int = 100_000) -> float:
         route = balancer.route(name, None, 0.0)
         assert route is not None
         balancer.start(name, route)
-        balancer.finish(name, route)
+        balancer.finish(name, route, 0.0)
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     return (after - before) / n

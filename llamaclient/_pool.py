@@ -11,6 +11,7 @@ a ``ConnectError`` before it sent the chat).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
@@ -193,7 +194,7 @@ class Pool:
                 return
             server.recovered()
             if isinstance(slots, list):
-                server.saw([_processing(s) for s in slots])
+                server.saw([_processing(s) for s in slots], time.monotonic())
             elif slots == _DISABLED and index not in self._props_asked:
                 self._props_asked.add(index)
                 await self._count_slots(index)
@@ -297,7 +298,7 @@ class _Routing:
     def _release(self) -> None:
         route, self._current = self._current, None
         if route is not None:
-            self._pool._balancer.finish(self._request.session, route)
+            self._pool._balancer.finish(self._request.session, route, time.monotonic())
 
     def __del__(self) -> None:
         self._release()  # dropped unfinished: keep the in-flight counts exact

@@ -159,3 +159,38 @@ def test_the_import_reader_sees_every_kind_of_import() -> None:
     assert "llamaclient._turn.plan" not in _imports(
         PACKAGE / "_turn" / "phase.py", annotations=False
     )
+
+
+# The pure core: no I/O, no clock, no event loop (the driver reads the clock and passes the
+# time in). What it may import beside llamaclient: msgspec, these standard modules (zlib
+# inflates a compressed body, email parses a Retry-After date, random is the backoff's
+# jitter when the plan gives none, ssl only names Config.tls's type), and pydantic, imported
+# only when a pydantic model is given as a type.
+PURE = ["_types", "_protocol", "_turn", "_arguments/scanner.py", "_arguments/repair.py"]
+PURE_IMPORTS = {
+    "__future__", "base64", "binascii", "codecs", "collections", "dataclasses", "enum",
+    "functools", "hashlib", "inspect", "itertools", "json", "math", "msgspec", "operator",
+    "re", "secrets", "string", "sys", "types", "typing", "unicodedata", "urllib",
+    "zlib", "email", "random", "ssl", "pydantic",
+}  # fmt: skip
+
+
+def _outside_imports(path: Path) -> set[str]:
+    """The top-level names of what ``path`` imports from outside llamaclient."""
+    found: set[str] = set()
+    for node in _nodes(ast.parse(path.read_text()), True):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.partition(".")[0])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.partition(".")[0] for a in node.names)
+    return found - {"llamaclient"}
+
+
+def test_the_pure_core_imports_no_io_clock_or_event_loop() -> None:
+    paths = [p for part in PURE for p in sorted((PACKAGE / part).rglob("*.py"))]
+    paths += [PACKAGE / part for part in PURE if part.endswith(".py")]
+    assert len(paths) > 40
+    wrong = {
+        str(p.relative_to(PACKAGE)): sorted(_outside_imports(p) - PURE_IMPORTS) for p in paths
+    }
+    assert {name: found for name, found in wrong.items() if found} == {}

@@ -30,9 +30,9 @@ from .._turn.plan import Target
 from .._types.errors import ConnectError
 from .._types.events import ChatEvent, Routed
 from .cookies import TurnCookie
-from .limiter import Place
-from .observe import Observer, Outcome
-from .shared import Shared, Ticket
+from .observe import Observer
+from .shared import Shared
+from .waits import Waits
 
 __all__ = ["Performer", "Router"]
 
@@ -47,17 +47,13 @@ class Router(Protocol):
     async def ended(self, error: BaseException | None) -> None: ...
 
 
-class Performer:
+class Performer(Waits):
     """The I/O of one turn: the response it holds (``response``), its place in a slot's
     line, its armed timers, its affinity cookie (``session``: whose)."""
 
     __slots__ = (
         "_cookie",
-        "_deadlines",
-        "_outcome",
-        "_place",
         "_router",
-        "_ticket",
         "observer",
         "response",
         "routed",
@@ -72,15 +68,12 @@ class Performer:
         observer: Observer | None = None,
         session: str | None = None,
     ) -> None:
+        super().__init__()
         self.shared = shared
         self._router = router
         self.observer = observer  # told what each command did (see observe.py)
-        self._outcome: Outcome = None
-        self._place: Place | None = None  # in the limiter's line, or holding a place
         self.routed: Routed | None = None  # a pool's turn: where it went
         self.response: Response | None = None
-        self._ticket: Ticket | None = None
-        self._deadlines: dict[str, float] = {}
         self.session = session
         self._cookie: TurnCookie | None = None
 
@@ -220,63 +213,6 @@ class Performer:
             return turn.answered(status, b"")
         return turn.failed("timeout", "no answer in time")
 
-    async def _sleep(self, turn: ChatTurn, command: Sleep) -> Sequence[ChatEvent]:
-        with anyio.move_on_after(self._left(command.bound)) as scope:
-            await anyio.sleep(command.seconds)
-        if scope.cancelled_caught:
-            assert command.bound is not None
-            return turn.fired(command.bound)
-        return turn.woke()
-
-    async def _arm(self, turn: ChatTurn, command: Arm) -> Sequence[ChatEvent]:
-        self._deadlines[command.timer] = anyio.current_time() + command.seconds
-        return turn.performed()
-
-    def _left(self, timer: str | None) -> float:
-        """Seconds until the armed ``timer`` fires (inf: none)."""
-        deadline = self._deadlines.get(timer) if timer is not None else None
-        return float("inf") if deadline is None else deadline - anyio.current_time()
-
-    async def _line(self, turn: ChatTurn, command: Line) -> Sequence[ChatEvent]:
-        lines = self.shared.lines
-        ticket = self._ticket
-        if ticket is None:
-            ticket = self._ticket = lines.join(command.slot)
-        ahead = await lines.moved(command.slot, ticket, command.ahead)
-        released = lines.released_ago(command.slot) if ahead == 0 else None
-        return turn.line(ahead, released)
-
-    async def _leave(self, turn: ChatTurn, command: Leave) -> Sequence[ChatEvent]:
-        self.leave(command.slot)
-        return turn.performed()
-
-    def leave(self, slot: int) -> None:
-        ticket, self._ticket = self._ticket, None
-        if ticket is not None:
-            self.shared.lines.leave(slot, ticket)
-
-    async def _admit(self, turn: ChatTurn, command: Admit) -> Sequence[ChatEvent]:
-        limiter = self.shared.limiter
-        assert limiter is not None
-        place = self._place
-        if place is None:
-            place = self._place = limiter.join(command.priority)
-        try:
-            ahead = await limiter.moved(place, command.ahead)
-        except TimeoutError:
-            self._outcome = "timeout"
-            return turn.failed("timeout", f"no place within {limiter.wait_timeout} s")
-        return turn.admitted(ahead)
-
-    async def _free(self, turn: ChatTurn, command: Free) -> Sequence[ChatEvent]:
-        self.free()
-        return turn.performed()
-
-    def free(self) -> None:
-        place, self._place = self._place, None
-        if place is not None and self.shared.limiter is not None:
-            self.shared.limiter.free(place)
-
     async def _route(self, turn: ChatTurn, command: Route) -> Sequence[ChatEvent]:
         assert self._router is not None
         try:
@@ -327,12 +263,12 @@ _DO: dict[type, Callable[..., Awaitable[Sequence[ChatEvent]]]] = {
     ReadAll: Performer._read_all,
     Drain: Performer._drain,
     Call: Performer._call,
-    Sleep: Performer._sleep,
-    Arm: Performer._arm,
-    Line: Performer._line,
-    Leave: Performer._leave,
+    Sleep: Waits._sleep,
+    Arm: Waits._arm,
+    Line: Waits._line,
+    Leave: Waits._leave,
     Route: Performer._route,
     Close: Performer._close,
-    Admit: Performer._admit,
-    Free: Performer._free,
+    Admit: Waits._admit,
+    Free: Waits._free,
 }

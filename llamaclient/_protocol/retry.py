@@ -32,8 +32,11 @@ def backoff_seconds(
     return delay
 
 
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Parse a ``Retry-After`` header: delta seconds or an HTTP date."""
+def retry_after_seconds(value: str | None, date: str | None = None) -> float | None:
+    """Parse a ``Retry-After`` header: delta seconds, or an HTTP date counted from ``date``,
+    the same response's ``Date`` header (the server's own clock, so a skewed client clock
+    does not matter, and the pure core reads no clock). A date without a ``Date`` to count
+    from is None: the backoff's own delay applies."""
     if not value:
         return None
     value = value.strip()
@@ -41,8 +44,9 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
         return float(value)
     try:
         when = parsedate_to_datetime(value)
+        now = parsedate_to_datetime(date) if date else None
     except (TypeError, ValueError):
         return None
-    import time
-
-    return max(0.0, when.timestamp() - (now if now is not None else time.time()))
+    if now is None:
+        return None
+    return max(0.0, (when - now).total_seconds())

@@ -6,9 +6,9 @@ each priority in arrival order); past the limiter's ``wait_timeout`` it is a
 
 from __future__ import annotations
 
-from .._types.errors import WaitTimeoutError
 from .._types.events import Queued
 from .commands import Admit
+from .failures import typed_error
 from .phase import Context, Next, Phase
 
 __all__ = ["admission"]
@@ -42,4 +42,4 @@ class _Admission(Phase):
         return self
 
     def failed(self, kind: str, message: str) -> Phase:
-        return self.ctx.fail(WaitTimeoutError(f"no place under the concurrency limit: {message}"))
+        return self.ctx.fail(typed_error(kind, message, "admit"))

@@ -18,7 +18,6 @@ are doing, and asks it for a route. The expensive thing to lose is a session's p
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from typing import NamedTuple
@@ -84,10 +83,9 @@ class ServerState:
         self.down_until = None
         self.failures = 0
 
-    def saw(self, processing: Sequence[bool]) -> None:
-        """What ``GET /slots`` said: one flag per slot. A slot our own request left less than
-        ``RELEASE_GRACE`` ago counts as free."""
-        now = time.monotonic()
+    def saw(self, processing: Sequence[bool], now: float) -> None:
+        """What ``GET /slots`` said at ``now``: one flag per slot. A slot our own request
+        left less than ``RELEASE_GRACE`` ago counts as free."""
         self.slots = len(processing)
         self.busy = frozenset(
             i
@@ -243,11 +241,11 @@ class Balancer:
             self._forget_oldest()
         known.inflight += 1
 
-    def finish(self, session: str | None, route: Route) -> None:
-        """The request on ``route`` ended."""
+    def finish(self, session: str | None, route: Route, now: float) -> None:
+        """The request on ``route`` ended at ``now``."""
         server = self.servers[route.server]
         if route.slot is not None:
-            server.released[route.slot] = time.monotonic()
+            server.released[route.slot] = now
         count = server.inflight.get(route.slot, 0) - 1
         if count > 0:
             server.inflight[route.slot] = count

@@ -74,18 +74,57 @@ def _judge(ctx: Context, then: Next) -> Phase:
     return then()
 
 
-class _Props(Phase):
-    """``GET /props`` for the modalities; a server whose ``/props`` cannot be read is not
-    judged (and not asked again): the request goes, and its own refusal is mapped."""
+class _Asking(Phase):
+    """A look a chat needs first (``GET /props``, ``GET /models``), shared by the client's
+    turns that overlap, with the chat's own policies: a refused connection or a retryable
+    status is retried with backoff, a loading server is waited out; a look that still fails
+    fails the turn as the chat would have."""
 
-    __slots__ = ("_then",)
-    name = "asking the server's inputs"
+    __slots__ = ("_attempt", "_then")
+    path = ""
+    of_the_model = False  # asked of the turn's model, on a router (?model=)
 
-    def __init__(self, ctx: Context, then: Next) -> None:
-        super().__init__(ctx, _call(ctx, "GET", ctx.path("/props"), shared=True))
+    def __init__(self, ctx: Context, then: Next, attempt: int = 0) -> None:
+        path = ctx.path(self.path) if self.of_the_model else self.path
+        super().__init__(ctx, _call(ctx, "GET", path, shared=True))
         self._then = then
+        self._attempt = attempt
+
+    def _policy(self, status: int, data: bytes) -> Phase | None:
+        """The wait or the retry an answer calls for (None: it is the answer)."""
+        ctx, then, attempt = self.ctx, self._then, self._attempt
+        if is_loading(status, data):
+            return HealthWait(ctx, lambda: type(self)(ctx, then, attempt))
+        if status in RETRYABLE_STATUS and attempt < ctx.config.max_retries:
+            return self._retry(f"HTTP {status}")
+        return None
+
+    def failed(self, kind: str, message: str) -> Phase:
+        ctx, what = self.ctx, f"GET {self.path}"
+        if kind == "connect" and self._attempt < ctx.config.max_retries:
+            return self._retry(f"{what}: {message}")
+        timeout = ctx.config.wait_timeout
+        return ctx.fail(typed_error(kind, message, "call", timeout=timeout, what=what))
+
+    def _retry(self, error: str) -> Phase:
+        ctx, then, attempt = self.ctx, self._then, self._attempt + 1
+        return Backoff(ctx, attempt, error, lambda: type(self)(ctx, then, attempt))
+
+
+class _Props(_Asking):
+    """``GET /props`` for the modalities. A server that answers without them (or without
+    ``/props``: another server) is not judged, and not asked again: the request goes, and
+    its own refusal is mapped."""
+
+    __slots__ = ()
+    name = "asking the server's inputs"
+    path = "/props"
+    of_the_model = True
 
     def answered(self, status: int, data: bytes) -> Phase:
+        waiting = self._policy(status, data)
+        if waiting is not None:
+            return waiting
         known = self.ctx.known
         known.modalities = None
         if status < 400:
@@ -95,13 +134,8 @@ class _Props(Phase):
                 props = None
             if props is not None and "modalities" in props.raw:
                 known.modalities = props.modalities
-        known.media_known = True
+        known.media_known = status < 500  # a server error: ask again next turn
         return _judge(self.ctx, self._then)
-
-    def failed(self, kind: str, message: str) -> Phase:
-        self.ctx.known.media_known = True
-        self.ctx.known.modalities = None
-        return self._then()
 
 
 # -- a router's model ---------------------------------------------------------------------
@@ -124,24 +158,18 @@ def find(data: bytes, name: str) -> tuple[ModelInfo | None, bool]:
     return None, router
 
 
-class _Look(Phase):
-    """``GET /models`` (shared by the client's turns that overlap), with the chat's retries
-    and loading wait; whether the server is a router is learnt from the same answer."""
+class _Look(_Asking):
+    """``GET /models``; whether the server is a router is learnt from the same answer."""
 
-    __slots__ = ("_attempt", "_then")
+    __slots__ = ()
     name = "looking at the router's models"
-
-    def __init__(self, ctx: Context, then: Next, attempt: int = 0) -> None:
-        super().__init__(ctx, _call(ctx, "GET", "/models", shared=True))
-        self._then = then
-        self._attempt = attempt
+    path = "/models"
 
     def answered(self, status: int, data: bytes) -> Phase:
+        waiting = self._policy(status, data)
+        if waiting is not None:
+            return waiting
         ctx = self.ctx
-        if is_loading(status, data):
-            return HealthWait(ctx, lambda: _Look(ctx, self._then, self._attempt))
-        if status in RETRYABLE_STATUS and self._attempt < ctx.config.max_retries:
-            return self._retry(f"HTTP {status}")
         try:
             info, router = find(data, ctx.model) if status < 400 else (None, False)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
@@ -153,17 +181,6 @@ class _Look(Phase):
         if info.status in ("loading", "downloading"):
             return _Watch(ctx, self._then, info.status)
         return _Load(ctx, self._then, info.status)
-
-    def failed(self, kind: str, message: str) -> Phase:
-        ctx = self.ctx
-        if kind == "connect" and self._attempt < ctx.config.max_retries:
-            return self._retry(f"GET /models: {message}")
-        timeout = ctx.config.wait_timeout
-        return ctx.fail(typed_error(kind, message, "call", timeout=timeout, what="GET /models"))
-
-    def _retry(self, error: str) -> Phase:
-        ctx, then, attempt = self.ctx, self._then, self._attempt + 1
-        return Backoff(ctx, attempt, error, lambda: _Look(ctx, then, attempt))
 
 
 class _Load(Phase):

@@ -14,10 +14,19 @@ protocol      ProtocolError          ProtocolError             ConnectError / Pr
 stall         StalledError           StalledError              StalledError
 read, other   (unanswered: resume)   StreamClosedEarlyError    ConnectError
 ============  =====================  ========================  ==========================
+
+Past those, a few ends the turn reaches after it has weighed a failure, each named by its
+``where``, whatever the kind: ``unanswered`` (the server may have read the chat, no status
+line came, and its session cannot say more: ``StreamClosedEarlyError``), ``resent`` (the
+same after the chat was sent again), ``reconnect`` (the resumes ran out:
+``StreamClosedEarlyError``), ``health`` (the server stopped answering while its model
+loaded: ``ConnectError``), ``route`` (a pool has no server left: ``ConnectError``) and
+``admit`` (no place came under a shared limit in time: ``WaitTimeoutError``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from .._types.completion import Completion
@@ -32,7 +41,21 @@ from .._types.errors import (
 
 __all__ = ["Where", "typed_error"]
 
-Where = Literal["open", "stream", "call", "body"]
+Where = Literal[
+    "open", "stream", "call", "body", "unanswered", "resent", "reconnect", "health", "route",
+    "admit",
+]
+
+_AFTER: dict[str, Callable[[str], InferError]] = {
+    "unanswered": lambda message: StreamClosedEarlyError(f"no response: {message}"),
+    "resent": StreamClosedEarlyError,
+    "reconnect": lambda message: StreamClosedEarlyError(f"could not reconnect: {message}"),
+    "health": lambda message: ConnectError(
+        f"the server stopped answering while the model loaded (GET /health: {message})"
+    ),
+    "route": ConnectError,
+    "admit": lambda message: WaitTimeoutError(f"no place under the concurrency limit: {message}"),
+}
 
 
 def typed_error(
@@ -47,6 +70,9 @@ def typed_error(
     """The typed error for a transport failure of ``kind`` (``message``: the transport's
     own text, never a third-party repr) at ``where``. ``timeout`` is the bound that ran out
     (a ``timeout`` or ``stall``), ``what`` the exchange (``"GET /slots"``)."""
+    after = _AFTER.get(where)
+    if after is not None:
+        return after(message)
     if kind == "timeout":
         if where == "call":
             return WaitTimeoutError(f"{what}: no answer within {timeout} s")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from .._protocol.models import router_error
 from .._protocol.retry import RETRYABLE_STATUS, retry_after_seconds
 from .._protocol.status import is_loading, status_error
-from .._types.errors import ResumeError, StreamClosedEarlyError
+from .._types.errors import ResumeError
 from .._types.events import Resuming as ResumingEvent
 from .commands import ReadAll, Send
 from .failures import typed_error
@@ -89,7 +89,7 @@ class Opening(Phase):
                 return stream(ctx)
             return WholeBody(ctx, status)
         self._status = status
-        self._after = retry_after_seconds(header("retry-after"))
+        self._after = retry_after_seconds(header("retry-after"), header("date"))
         self._location = header("location")
         self.command = ReadAll(ctx.config.max_error_body_bytes)
         return self
@@ -123,10 +123,7 @@ class Opening(Phase):
         if kind == "connect":  # nothing reached the server: safe to try again
             if self._attempt < ctx.config.max_retries and ctx.server is None:
                 return self._retry(message)
-            error = typed_error(kind, message, "open")
-            if self._reached:
-                error = StreamClosedEarlyError(message)
-            return ctx.fail(error)
+            return ctx.fail(typed_error(kind, message, "resent" if self._reached else "open"))
         if kind in ("timeout", "protocol"):
             return ctx.fail(typed_error(kind, message, "open", timeout=ctx.config.wait_timeout))
         return self._unanswered(message)
@@ -141,7 +138,7 @@ class Opening(Phase):
         ctx = self.ctx
         ctx.generating = True  # it may have started: the cleanup cancels it
         if ctx.plan.conversation_id is None or ctx.known.resume is False:
-            return ctx.fail(StreamClosedEarlyError(f"no response: {message}"))
+            return ctx.fail(typed_error("read", message, "unanswered"))
         event = ResumingEvent(ctx.resumes + 1, 0, ctx.redacted(message))
 
         def gone(why: str) -> Phase:
@@ -150,12 +147,12 @@ class Opening(Phase):
             again = f"{message}; the server has no session for it: sending it again"
             if self._attempt < ctx.config.max_retries:
                 return Opening(ctx, self._attempt, True)._retry(again)
-            return ctx.fail(StreamClosedEarlyError(again))
+            return ctx.fail(typed_error("read", again, "resent"))
 
         return Resuming(
             ctx,
             streamed=lambda: stream(ctx),
-            unsupported=lambda: ctx.fail(StreamClosedEarlyError(f"no response: {message}")),
+            unsupported=lambda: ctx.fail(typed_error("read", message, "unanswered")),
             gone=gone,
             event=event,
             early=False,

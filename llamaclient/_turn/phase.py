@@ -25,6 +25,7 @@ from .._types.errors import ConnectError, InferError, LoadTimeoutError
 from .._types.events import ChatEvent, Retrying, Routed, Waiting
 from .._types.request import ChatRequest
 from .commands import Arm, Call, Close, Command, Done, Free, Leave, Route, Sleep
+from .failures import typed_error
 from .history import History, explain
 from .known import Known
 from .secret import hide_key, redact
@@ -310,8 +311,7 @@ class HealthWait(Phase):
             return self._sleep()
         ctx.load_refused += 1
         if ctx.load_refused > ctx.config.max_retries:
-            why = f"the server stopped answering while the model loaded (GET /health: {message})"
-            return ctx.fail(ConnectError(why))
+            return ctx.fail(typed_error(kind, message, "health"))
         return self._sleep()
 
     def fired(self, timer: str) -> Phase:
@@ -401,7 +401,7 @@ class Routing(Phase):
         return ctx.stages(ctx)
 
     def failed(self, kind: str, message: str) -> Phase:
-        return Closing(self.ctx, None, ConnectError(message))  # no server left to try
+        return Closing(self.ctx, None, typed_error(kind, message, "route"))  # none left
 
 
 def stream_path(conversation_id: str) -> str:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .._types.errors import StreamClosedEarlyError
 from .._types.events import Resuming as ResumingEvent
 from .commands import Call, Close, Command, ReadAll, Send, Sleep
+from .failures import typed_error
 from .phase import Context, Next, Phase, stream_path
 
 __all__ = ["LOOKUP_PATH", "Resuming", "resumable"]
@@ -136,7 +136,7 @@ class Resuming(Phase):
         if ctx.open:  # the error body could not be read: judge the status alone
             return self.body(b"", False)
         if ctx.resumes >= allowed(ctx):
-            return ctx.fail(StreamClosedEarlyError(f"could not reconnect: {message}"))
+            return ctx.fail(typed_error(kind, message, "reconnect"))
         self.command = self._next_try(ctx)
         return self
 

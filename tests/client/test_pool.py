@@ -20,7 +20,7 @@ from llamaclient import (
     StreamClosedEarlyError,
     UserMessage,
 )
-from llamaclient._turn.balancer import Balancer, Route
+from llamaclient._turn.balancer import RELEASE_GRACE, Balancer, Route
 from llamaclient.testing import FakeCall, FakeLlama, FakeModel, FakeRequest
 
 pytestmark = pytest.mark.anyio
@@ -315,7 +315,7 @@ def test_sessions_are_bounded_and_the_oldest_is_forgotten() -> None:
         route = balancer.route(name, None, 0.0)
         assert route is not None
         balancer.start(name, route)
-        balancer.finish(name, route)
+        balancer.finish(name, route, 0.0)
     assert balancer.session_server("a") is None
     assert balancer.session_server("c") == 0
     assert balancer.servers[0].sessions == 2
@@ -327,7 +327,7 @@ def test_a_moved_session_gives_up_its_old_slot() -> None:
     for server in balancer.servers:
         server.slots = 1
     balancer.start("a", Route(0, 0, "new session"))
-    balancer.finish("a", Route(0, 0, "new session"))
+    balancer.finish("a", Route(0, 0, "new session"), 0.0)
     balancer.start("a", Route(1, 0, "failover"))
     assert (balancer.servers[0].sessions, balancer.servers[0].owners) == (0, set())
     assert (balancer.servers[1].sessions, balancer.servers[1].owners) == (1, {0})
@@ -375,11 +375,13 @@ def test_a_slot_our_own_request_just_left_is_free() -> None:
     balancer = Balancer(2)
     route = Route(0, 1, "new session")
     balancer.start("a", route)
-    balancer.finish("a", route)
+    balancer.finish("a", route, 100.0)
     server = balancer.servers[0]
-    server.saw([True, True])
+    server.saw([True, True], 100.0 + RELEASE_GRACE / 2)
     assert server.busy == frozenset({0})
     assert server.slot_free(1)
+    server.saw([True, True], 100.0 + RELEASE_GRACE)  # the grace is over: busy is busy
+    assert server.busy == frozenset({0, 1})
 
 
 async def test_a_chat_naming_its_model_goes_to_the_servers_with_that_model() -> None:

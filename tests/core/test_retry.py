@@ -86,21 +86,21 @@ def test_retry_after_is_capped_at_eight_caps() -> None:
     ],
 )
 def test_retry_after_delta_seconds(value: str | None, seconds: float | None) -> None:
-    assert retry_after_seconds(value, now=0.0) == seconds
+    assert retry_after_seconds(value, "Fri, 02 Jan 2026 03:04:05 GMT") == seconds
 
 
-def test_retry_after_http_date() -> None:
-    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC).timestamp()
+def test_retry_after_http_date_counts_from_the_responses_date() -> None:
+    """The server's clock, not ours: the response's ``Date`` is the start."""
+    now = format_datetime(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), usegmt=True)
     later = format_datetime(datetime(2026, 1, 2, 3, 4, 35, tzinfo=UTC), usegmt=True)
+    past = format_datetime(datetime(2026, 1, 2, 3, 6, 5, tzinfo=UTC), usegmt=True)
     assert later == "Fri, 02 Jan 2026 03:04:35 GMT"
-    assert retry_after_seconds(later, now=now) == 30.0
-    assert retry_after_seconds(f"  {later} ", now=now) == 30.0
-    assert retry_after_seconds(later, now=now + 100) == 0.0  # already past: no wait
+    assert retry_after_seconds(later, now) == 30.0
+    assert retry_after_seconds(f"  {later} ", now) == 30.0
+    assert retry_after_seconds(later, past) == 0.0  # already past: no wait
 
 
-def test_retry_after_http_date_against_the_clock() -> None:
-    soon = datetime.now(UTC).timestamp() + 3600
-    value = format_datetime(datetime.fromtimestamp(soon, UTC), usegmt=True)
-    got = retry_after_seconds(value)
-    assert got is not None
-    assert 3590 <= got <= 3600
+@pytest.mark.parametrize("date", [None, "", "yesterday"])
+def test_retry_after_http_date_without_a_date_to_count_from_is_none(date: str | None) -> None:
+    """No ``Date`` (or one that is no date): the backoff's own delay applies."""
+    assert retry_after_seconds("Fri, 02 Jan 2026 03:04:35 GMT", date) is None

@@ -76,8 +76,7 @@ def test_what_was_learnt_is_not_asked_again() -> None:
 
 
 @pytest.mark.parametrize(
-    "answer",
-    [(200, b'{"total_slots": 1}'), (500, b""), (200, b"not json"), (200, b"[1]"), Fail("connect")],
+    "answer", [(200, b'{"total_slots": 1}'), (404, b""), (200, b"not json"), (200, b"[1]")]
 )
 def test_a_server_that_cannot_say_is_not_judged(answer: object) -> None:
     known = Known()
@@ -85,6 +84,37 @@ def test_a_server_that_cannot_say_is_not_judged(answer: object) -> None:
     run = drive(turn(PICTURE, media=frozenset({"vision"}), known=known), server)
     assert run.done.completion is not None
     assert (known.media_known, known.modalities) == (True, None)
+
+
+def test_a_server_error_is_not_judged_and_asked_again_next_turn() -> None:
+    """Down or broken for a moment is not "this server cannot say", for the client's life."""
+    known = Known()
+    server = Server(calls={"/props": [(500, b""), props(vision=False)]})
+    first = drive(turn(PICTURE, media=frozenset({"vision"}), known=known), server)
+    assert first.done.completion is not None
+    assert known.media_known is False
+    second = drive(turn(PICTURE, media=frozenset({"vision"}), known=known), server)
+    assert isinstance(second.done.error, UnsupportedInputError)
+
+
+def test_the_props_look_gets_the_chats_retries_and_loading_wait() -> None:
+    calls = {
+        "/props": [Fail("connect", "refused"), (502, b""), LOADING, props(vision=True)],
+        "/health": [(200, b"")],
+    }
+    known = Known()
+    run = drive(turn(PICTURE, media=frozenset({"vision"}), known=known), Server(calls=calls))
+    assert [type(e) for e in before(run)] == [Retrying, Retrying, Waiting]
+    assert run.done.completion is not None
+    assert (known.media_known, known.modalities) == (True, Modalities(vision=True))
+
+
+def test_a_props_look_that_cannot_reach_the_server_fails_after_the_retries() -> None:
+    server = Server(calls={"/props": [Fail("connect", "refused")]})
+    run = drive(turn(PICTURE, media=frozenset({"vision"}), conf=config(max_retries=1)), server)
+    assert isinstance(run.done.error, ConnectError)
+    assert str(run.done.error) == "GET /props: refused"
+    assert run.paths() == ["/props", "/props"]
 
 
 def test_the_props_look_names_the_routers_model() -> None:

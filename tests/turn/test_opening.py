@@ -72,6 +72,14 @@ def test_retry_after_is_honoured() -> None:
     assert [c.seconds for c in run.sent(Sleep)] == [0.16]  # retry_max_backoff * 8 caps it
 
 
+def test_retry_after_as_a_date_counts_from_the_responses_date() -> None:
+    """The machine reads no clock: an HTTP-date is counted from the response's ``Date``."""
+    head = {"retry-after": "Fri, 02 Jan 2026 03:04:05 GMT", "date": "Fri, 02 Jan 2026 03:04:04 GMT"}
+    server = Server([status(503, b"", **head), answer()])
+    run = drive(turn(conf=config(retry_max_backoff=1.0)), server)
+    assert [c.seconds for c in run.sent(Sleep)] == [1.0]  # the date's 1 s, over the jitter's
+
+
 def test_retries_run_out_with_the_last_status() -> None:
     run = drive(turn(conf=config(max_retries=2)), Server([status(502)]))
     assert len(run.sent(Send)) == 3
