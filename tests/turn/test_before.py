@@ -32,7 +32,7 @@ from llamaclient._turn.commands import Arm, Call, Leave, Line, Send
 from llamaclient._turn.known import Known
 from llamaclient._types.models import ModelInfo
 from llamaclient._types.server import Modalities
-from tests.turn.script import FIRE, Fail, Server, config, drive, turn
+from tests.turn.script import FIRE, CallAnswer, Fail, Server, config, drive, turn
 
 PICTURE = ChatRequest([UserMessage([ImagePart(url="https://x/a.png")])])
 LOADING = (503, b'{"error":{"code":503,"message":"Loading model"}}')
@@ -98,7 +98,7 @@ def test_a_server_error_is_not_judged_and_asked_again_next_turn() -> None:
 
 
 def test_the_props_look_gets_the_chats_retries_and_loading_wait() -> None:
-    calls = {
+    calls: dict[str, list[CallAnswer]] = {
         "/props": [Fail("connect", "refused"), (502, b""), LOADING, props(vision=True)],
         "/health": [(200, b"")],
     }
