@@ -134,7 +134,8 @@ try:
         print(stream.conversation_id, flush=True)
         for event in stream:
             if isinstance(event, Content) and event.text == " tick":
-                print("event", flush=True)
+                sys.stdout.write("event\\n")  # one write: a Ctrl-C between print()'s text
+                sys.stdout.flush()  # and its newline gave 'eventinterrupted stopped'
 except KeyboardInterrupt:
     print("interrupted", stream.state.value, flush=True)
 finally:
