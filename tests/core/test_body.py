@@ -442,6 +442,8 @@ def test_error_messages_name_the_problem(request_: ChatRequest, message: str) ->
         ({"min_p": -1}, "ChatRequest.min_p must be a number from 0 to 1, not -1"),
         ({"top_k": -2}, "ChatRequest.top_k must be an int >= -1, not -2"),
         ({"sse_ping_interval": -5}, "ChatRequest.sse_ping_interval must be a number >= -1, not -5"),
+        ({"priority": 1.5}, "ChatRequest.priority must be an int, not 1.5"),
+        ({"priority": "high"}, "ChatRequest.priority must be an int, not 'high'"),
     ],
 )
 def test_construction_errors_name_the_field(fields: dict[str, Any], message: str) -> None:

@@ -26,13 +26,14 @@ from llamaclient import (
     ToolSchema,
     UserMessage,
 )
-from llamaclient._turn.history import History, Past, explain, miss
+from llamaclient._turn.history import CacheWatch, History, Past, explain, miss
 from llamaclient._turn.known import Known
 from llamaclient._turn.plan import Target
-from llamaclient._types.events import Routed
+from llamaclient._types.events import ChatEvent, Routed
 from llamaclient.testing import _wire as wire
 from tests.support.streams import ROLE, chunk, timings
 from tests.turn.script import Answer, Run, Server, config, drive, stream_body, turn
+from tests.turn.script import answer as streamed
 
 SYSTEM = SystemMessage("You are a careful agent.")
 FIRST: list[ChatMessage] = [SYSTEM, UserMessage("Read notes.txt.")]
@@ -286,6 +287,32 @@ def test_a_failed_turn_is_not_remembered() -> None:
     request = ChatRequest(FIRST, session="s")
     drive(turn(request, history=history), Server([Answer(500, {}, [b"{}"])]))
     assert history.previous("s") is None
+
+
+def test_a_turn_without_timings_is_not_remembered() -> None:
+    """Nothing to count the next turn's reuse against (a server that sends no timings)."""
+    history = History()
+    request = ChatRequest(FIRST, session="s")
+    chunks = [chunk(ROLE), chunk({"content": "Hi"}), chunk({}, "stop")]
+    run = drive(turn(request, history=history), Server([streamed(chunks)]))
+    assert run.done.completion is not None
+    assert run.done.completion.timings is None
+    assert history.previous("s") is None
+
+
+def test_the_watch_passes_batches_without_progress_untouched_until_the_first() -> None:
+    past = Past(ChatRequest(FIRST, session="s"), AssistantMessage("a"), 100, "http://x")
+    now = (ChatRequest(FIRST, session="s"), "http://x")
+    watch = CacheWatch(past, lambda: now)
+    plain: list[ChatEvent] = [Content("a"), Content("b")]
+    assert watch(plain) is plain
+    assert not watch.done
+    short: list[ChatEvent] = [Content("c"), Progress(200, 10, 10, 1.0)]
+    shown = watch(short)
+    assert watch.done
+    assert [type(e).__name__ for e in shown] == ["Content", "Progress", "CacheMiss"]
+    later: list[ChatEvent] = [Progress(200, 10, 200, 2.0)]
+    assert watch(later) is later  # one report a turn
 
 
 def test_explain_and_miss_at_their_edges() -> None:

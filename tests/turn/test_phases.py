@@ -96,6 +96,7 @@ def test_an_input_the_command_does_not_expect_is_a_driver_bug() -> None:
         lambda: t.line(0),
         lambda: t.performed(),
         lambda: t.routed(Target(config(), Known(), b""), Routed("s", None, "sticky")),
+        lambda: t.admitted(0),
     ]
     for feed in feeds:
         with pytest.raises(TurnError):
