@@ -45,7 +45,10 @@ class Module:
 
 
 MODULES: dict[str, Module] = {
-    "sse": Module(("llamaclient/_protocol/sse.py",), ("tests/core/test_sse.py",)),
+    "sse": Module(
+        ("llamaclient/_protocol/sse.py",),
+        ("tests/core/test_sse.py", "tests/core/test_limits.py", "tests/core/test_dialects.py"),
+    ),
     "body": Module(("llamaclient/_protocol/body.py",), ("tests/core/test_body.py",)),
     "assembler": Module(("llamaclient/_protocol/assembler.py",), ("tests/core/test_assembler.py",)),
     "retry": Module(("llamaclient/_protocol/retry.py",), ("tests/core/test_retry.py",)),
@@ -65,6 +68,20 @@ MODULES: dict[str, Module] = {
             "llamaclient/_turn/failures.py",
         ),
         ("tests/turn",),
+    ),
+    # The rest of the machine's package: what it shares and plans with (pure data and
+    # arithmetic), the admission stage, the cache history and the pool's balancer.
+    "turn2": Module(
+        (
+            "llamaclient/_turn/admission.py",
+            "llamaclient/_turn/balancer.py",
+            "llamaclient/_turn/commands.py",
+            "llamaclient/_turn/history.py",
+            "llamaclient/_turn/known.py",
+            "llamaclient/_turn/plan.py",
+            "llamaclient/_turn/secret.py",
+        ),
+        ("tests/turn", "tests/client/test_pool.py"),
     ),
     "types": Module(
         (

@@ -66,12 +66,13 @@ class History:
     def previous(self, session: str) -> Past | None:
         return self._sessions.get(session)
 
-    def remember(self, request: ChatRequest, completion: Completion, server: str) -> None:
-        """A turn of ``request.session`` finished with ``completion``."""
-        session, timings = request.session, completion.timings
-        if not session or timings is None:
-            return
-        prompt = timings.prompt_n + timings.cache_n
+    def remember(
+        self, session: str, request: ChatRequest, completion: Completion, server: str
+    ) -> None:
+        """A turn of ``session`` finished with ``completion``, whose cache report (from its
+        timings) says how long its prompt was."""
+        assert completion.cache is not None
+        prompt = completion.cache.prompt
         sessions = self._sessions
         sessions[session] = Past(request, completion.message(), prompt, server)
         sessions.move_to_end(session)

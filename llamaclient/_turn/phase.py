@@ -180,7 +180,7 @@ class Context:
         if past is not None:
             report = explain(past, self.request, server, report.prompt, report.reused)
             completion = msgspec.structs.replace(completion, cache=report)
-        history.remember(self.request, completion, server)
+        history.remember(session, self.request, completion, server)
         return completion
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
