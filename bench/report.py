@@ -135,9 +135,11 @@ def _output_flat(r: Results) -> tuple[float | None, bool]:
     return x, x is not None and x <= 1.25
 
 
-def _sim(prefix: str, limit: float) -> Callable[[Results], tuple[float | None, bool]]:
+def _sim(
+    prefix: str, limit: float, scenario: str = "sim"
+) -> Callable[[Results], tuple[float | None, bool]]:
     def check(r: Results) -> tuple[float | None, bool]:
-        x = _over(_best(r, "sim", prefix, OURS), _best(r, "sim", prefix, "floor asyncio"))
+        x = _over(_best(r, scenario, prefix, OURS), _best(r, scenario, prefix, "floor asyncio"))
         return x, x is not None and x <= limit
 
     return check
@@ -156,6 +158,14 @@ TARGETS = (
     Target("paced: ours CPU/event ≤ 1.15x floor asyncio (ratio)", _paced_cpu),
     Target("sim: ours CPU/event ≤ 1.10x floor asyncio (ratio)", _sim("CPU µs/event", 1.10)),
     Target("sim: ours CPU/stream ≤ 2x floor asyncio (ratio)", _sim("CPU µs/stream", 2.0)),
+    Target(
+        "icount: ours instructions/event ≤ 1.10x floor asyncio (ratio)",
+        _sim("instructions/event", 1.10, "icount"),
+    ),
+    Target(
+        "icount: ours instructions/stream ≤ 2x floor asyncio (ratio)",
+        _sim("instructions/stream", 2.0, "icount"),
+    ),
     Target("capacity: ours streams at p99 ≤ 5 ms ≥ 0.9x floor asyncio (ratio)", _capacity),
     Target("scaling: ours per-chunk cost, long / short ≤ 1.25 (ratio)", _flat),
     Target("arguments: per-fragment cost, 100k / 1k fragments ≤ 1.25 (ratio)", _arguments_flat),

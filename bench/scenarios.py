@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import args_bench, output_bench, pool_bench, sse_micro
+from bench import icount as icount_bench
 from bench import sim as sim_bench
 from bench.chunks import Spec
 from bench.contenders import CONTENDERS, TLS, VARIANTS, Contender, Unavailable, make
@@ -558,6 +559,20 @@ async def sim(settings: Settings, server: FakeServer, results: Results) -> None:
     )
 
 
+async def icount(settings: Settings, server: FakeServer, results: Results) -> None:
+    """The sim in instructions (``bench/icount.py``): exact from run to run, where the
+    sim's CPU time is not on a noisy day. Needs valgrind."""
+    if not icount_bench.available():
+        results.skipped["icount"] = "valgrind is not installed"
+        return
+    measured = await asyncio.to_thread(icount_bench.measure)
+    per_event = Metric("icount", "instructions/event, in-process (callgrind)", digits=0)
+    per_stream = Metric("icount", "instructions/stream, in-process (callgrind)", digits=0)
+    for name, (event, stream) in measured.items():
+        results.add(per_event, name, event)
+        results.add(per_stream, name, stream)
+
+
 CAPACITY = ("ours (asyncio)", "ours (asyncio) model=", "floor asyncio")
 
 
@@ -611,6 +626,7 @@ SCENARIOS: dict[str, Scenario] = {
     "bulk": bulk,
     "paced": paced,
     "sim": sim,
+    "icount": icount,
     "paced1k": paced_1k,
     "uvloop": paced_1k_uvloop,
     "https": https,

@@ -19,6 +19,7 @@ import msgspec
 from ._arguments.output import OutputDecoder
 from ._driver.endpoint import Endpoint
 from ._driver.limiter import Limiter
+from ._driver.logs import log_turns
 from ._driver.models import list_models, load_model, unload_model
 from ._driver.observe import Instrument, Observer, observer_for
 from ._driver.perform import Performer, Router
@@ -111,7 +112,8 @@ class Client:
         self.config = config
         self._endpoint = Endpoint(config, http_client=http_client, transport=transport)
         self._shared = Shared(self._endpoint, limiter)
-        self.instruments: list[Instrument] = []  # what watches its turns (observe.py)
+        # What watches its turns (observe.py): the logs (logs.py) unless their loggers are off.
+        self.instruments: list[Instrument] = [log_turns]
 
     def __repr__(self) -> str:
         endpoint = self._endpoint

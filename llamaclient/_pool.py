@@ -20,6 +20,8 @@ import msgspec
 
 from ._client import Client, _output_spec, plan_for, stream_for
 from ._driver.limiter import Limiter
+from ._driver.logs import log_turns
+from ._driver.observe import Instrument, observer_for
 from ._driver.shared import Shared
 from ._protocol.body import build_body
 from ._stream import ChatStream
@@ -75,6 +77,7 @@ class Pool:
         self._history = History()  # its sessions' previous turns, wherever they ran
         self._balancer = Balancer(len(configs))
         self._props_asked: set[int] = set()
+        self.instruments: list[Instrument] = [log_turns]  # what watches its turns
 
     def __repr__(self) -> str:
         return f"Pool({[c.config.base_url for c in self.clients]!r})"
@@ -108,8 +111,10 @@ class Pool:
         plan.pooled = True
         start = Target(first.config, first._shared.known, None)  # until it is routed
         routing = _Routing(self, request)
+        observer = observer_for(self.instruments, plan, start) if self.instruments else None
         return stream_for(
-            plan, start, first._shared, live_arguments, lenient_arguments, routing, PoolStream
+            plan, start, first._shared, live_arguments, lenient_arguments, routing, PoolStream,
+            observer,
         )
 
     async def complete(self, request: ChatRequest) -> Completion:

@@ -17,7 +17,8 @@ import anyio
 from ._arguments.output import OutputDecoder
 from ._arguments.routing import LiveArguments
 from ._arguments.stream import ArgumentStream
-from ._driver.finalize import schedule
+from ._driver.finalize import close_turn, schedule
+from ._driver.logs import escaped, fairness
 from ._driver.perform import Performer
 from ._transports.base import Response, TransportError
 from ._turn.commands import READ
@@ -167,6 +168,7 @@ class ChatStream:
         self._served += 1
         if self._served >= _FAIRNESS_EVENTS:
             self._served = 0
+            fairness(_FAIRNESS_EVENTS)
             await self._checkpoint()
         batch, pos = self._batch, self._pos
         while pos >= len(batch):  # run the turn to its next events
@@ -228,7 +230,10 @@ class ChatStream:
         if self._observer is not None:
             self._observer.ended(turn, stopped=turn.completion is None and turn.error is None)
         await self._io.ended(turn.error)
-        return turn.error if turn.error is not None else StopAsyncIteration()
+        if turn.error is None:
+            return StopAsyncIteration()
+        escaped(turn.error, turn.context.model)
+        return turn.error
 
     def _finish_live(self) -> None:
         self._ended = True
@@ -246,7 +251,7 @@ class ChatStream:
         """Cancelled (or stopped): close the turn now, shielded, instead of whenever the
         stream is garbage collected."""
         with anyio.CancelScope(shield=True):
-            await _close(self._turn, self._io)
+            await close_turn(self._turn, self._io)
         self._finish_live()
 
     # -- stopping --------------------------------------------------------------------------
@@ -284,15 +289,5 @@ class ChatStream:
     def __del__(self) -> None:
         turn, io = self._turn, self._io
         if self._started and not turn.done:  # dropped unfinished (a break without async with)
-            schedule(lambda: _close(turn, io))
+            schedule(lambda: close_turn(turn, io))
 
-
-async def _close(turn: ChatTurn, io: Performer) -> None:
-    """Stop ``turn`` and perform its closing (release, cancel, leave the line): the user
-    stopped it (a cancel, ``aclose()``, a dropped stream)."""
-    turn.stop()
-    while not turn.done:
-        await io.perform(turn, turn.command)
-    if io.observer is not None:
-        io.observer.ended(turn, stopped=True)
-    await io.ended(turn.error)

@@ -9,7 +9,10 @@ import contextlib
 import sys
 from collections.abc import Awaitable, Callable
 
-__all__ = ["schedule"]
+from .._turn.machine import ChatTurn
+from .perform import Performer
+
+__all__ = ["close_turn", "schedule"]
 
 _RUNNING: set[asyncio.Task[None]] = set()  # the loop keeps only weak references to tasks
 
@@ -33,3 +36,14 @@ def schedule(cleanup: Callable[[], Awaitable[None]]) -> None:
 async def _quietly(cleanup: Callable[[], Awaitable[None]]) -> None:
     with contextlib.suppress(Exception):  # best effort: a finaliser has no caller to tell
         await cleanup()
+
+
+async def close_turn(turn: ChatTurn, io: Performer) -> None:
+    """Stop ``turn`` and perform its closing (release, cancel, leave the line): the user
+    stopped it (a cancel, ``aclose()``, a dropped stream)."""
+    turn.stop()
+    while not turn.done:
+        await io.perform(turn, turn.command)
+    if io.observer is not None:
+        io.observer.ended(turn, stopped=True)
+    await io.ended(turn.error)

@@ -31,7 +31,17 @@ from .commands import Arm, Call, Line, Sleep
 from .failures import typed_error
 from .phase import Backoff, Context, HealthWait, Next, Phase
 
-__all__ = ["POLL", "RELEASE_GRACE", "Verdict", "find", "media", "models", "slot_line", "watch_step"]
+__all__ = [
+    "POLL",
+    "RELEASE_GRACE",
+    "Verdict",
+    "find",
+    "look",
+    "media",
+    "models",
+    "slot_line",
+    "watch_step",
+]
 
 POLL = 0.1  # seconds between looks at a loading model (the router itself polls every 0.2 s)
 # llama-server frees a slot about one token step after our own request on it ended (~1 s
@@ -142,9 +152,26 @@ class _Props(_Asking):
 def models(ctx: Context, then: Next) -> Phase:
     """Before a chat for a router's model: nothing on a plain server or a ready model; else
     load it (unless ``autoload`` is off: the router answers for itself) and show
-    ``ModelLoading`` as its status changes, until it is ready."""
+    ``ModelLoading`` as its status changes, until it is ready.
+
+    Once the client knows the server is a router, the look is not made before every chat:
+    the chat goes first with ``?autoload=false`` (``optimistic``), which a router proxies at
+    once to a model that is running, and refuses (400 ``model is not loaded``, or the
+    loading child's 503) for one that is not. Only then does the turn look (``look``), load
+    and watch, with the same ``ModelLoading`` events, and send the chat again: nothing was
+    generated. So a turn on a ready model costs no ``GET /models``."""
     if not ctx.model or ctx.known.router is False:
         return then()
+    if ctx.known.router:  # with autoload off, the chat's own answer is the answer
+        ctx.optimistic = ctx.request.autoload
+        return then()
+    return _Look(ctx, then)
+
+
+def look(ctx: Context, then: Next) -> Phase:
+    """The router refused an optimistic chat: look at its models (then load, watch), then
+    ``then``."""
+    ctx.optimistic = False
     return _Look(ctx, then)
 
 

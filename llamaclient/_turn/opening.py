@@ -16,6 +16,7 @@ from .._protocol.retry import RETRYABLE_STATUS, retry_after_seconds
 from .._protocol.status import is_loading, status_error
 from .._types.errors import ResumeError
 from .._types.events import Resuming as ResumingEvent
+from .before import look
 from .commands import ReadAll, Send
 from .failures import typed_error
 from .history import CacheWatch
@@ -24,6 +25,10 @@ from .resuming import Resuming, resumable
 from .streaming import Streaming, WholeBody
 
 __all__ = ["CHAT_PATH", "Opening", "stream"]
+
+# How a router refuses ``?autoload=false`` for a model that is not ready: 400 "model is not
+# loaded", the loading child's 503, or 500 (the child not listening yet, or it failed).
+_NOT_READY = frozenset({400, 500, 503})
 
 CHAT_PATH = "/v1/chat/completions"
 
@@ -71,7 +76,8 @@ class Opening(Phase):
         conversation = ctx.plan.conversation_id
         if conversation is not None:
             headers = (*headers, ("X-Conversation-Id", conversation))
-        path = CHAT_PATH if ctx.request.autoload else f"{CHAT_PATH}?autoload=false"
+        autoload = ctx.request.autoload and not ctx.optimistic
+        path = CHAT_PATH if autoload else f"{CHAT_PATH}?autoload=false"
         send = Send("POST", path, ctx.body, headers, config.wait_timeout, config.stall_timeout)
         super().__init__(ctx, send)
         self._attempt = attempt
@@ -102,6 +108,10 @@ class Opening(Phase):
         if not status:
             self._unexpected("body")
         ctx.open = False
+        if ctx.optimistic and status in _NOT_READY:  # a router's model is not running
+            attempt, reached = self._attempt, self._reached
+            return look(ctx, lambda: Opening(ctx, attempt, reached))
+        ctx.optimistic = False
         if is_loading(status, data):
             return HealthWait(ctx, lambda: Opening(ctx, self._attempt, self._reached))
         if status in RETRYABLE_STATUS and self._attempt < ctx.config.max_retries:

@@ -91,6 +91,7 @@ class Context:
         "model",
         "offset",
         "open",
+        "optimistic",
         "plan",
         "request",
         "resumes",
@@ -117,6 +118,9 @@ class Context:
         self.events: list[ChatEvent] = []
         self.generating = False
         self.open = False
+        # A router's model that was ready: the chat goes first, with ?autoload=false, and
+        # only a refusal sends the turn to the look (before.py's ``models``).
+        self.optimistic = False
         self.joined: int | None = None
         self.waited = False  # Waiting(slot_busy=False) was shown
         self.load_delay = _LOAD_DELAY[0]

@@ -112,7 +112,8 @@ class ThinkingOverrunError(InferError):
 
 class HTTPStatusError(InferError):
     """The server answered with a non-2xx status. ``body`` is the response text (a body
-    longer than ``Config.max_error_body_bytes`` is not read: ``ProtocolError`` instead).
+    longer than ``Config.max_error_body_bytes`` is read only that far: ``body`` is its start,
+    and the message says it was cut).
 
     ``message``, ``type`` and ``code`` come from llama-server's error envelope
     ``{"error": {"code", "message", "type"}}`` (e.g. ``"tools param requires --jinja flag"``,

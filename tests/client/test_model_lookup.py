@@ -77,12 +77,12 @@ async def test_a_router_still_loading_is_waited_for_before_the_look(
     events, error = await drain(client.chat(user()))
     assert error is None
     assert events == [Waiting(slot_busy=False), Content("Hi")]
-    events, error = await drain(client.chat(user()))  # a router: it looks before every chat
+    # Known as a router now: the chat goes first, ?autoload=false (a ready model answers).
+    events, error = await drain(client.chat(user()))
     assert error is None
-    assert [r.path for r in server.requests] == [
-        "/models", "/health", "/models", CHAT, "/models", CHAT
-    ]
+    assert [r.path for r in server.requests] == ["/models", "/health", "/models", CHAT, CHAT]
     assert json.loads(server.requests[3].body)["model"] == "m"
+    assert server.requests[4].target.endswith("?autoload=false")
 
 
 async def test_a_retried_look_says_what_failed(transport: TransportName) -> None:

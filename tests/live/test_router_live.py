@@ -25,6 +25,8 @@ from llamaclient import (
     Pool,
     Routed,
 )
+from llamaclient._driver.observe import Observer
+from llamaclient._turn.commands import Call, Command, Send
 from tests.conftest import drain
 from tests.live.chat import live_config, script_request, text_of
 from tests.live.fleet import start_router
@@ -160,3 +162,42 @@ async def test_a_pool_of_routers_sends_each_chat_to_its_model(router: LlamaServe
             assert stream.completion.model == model
             assert stream.completion.content == "Done."
             assert await status(router, model) == "loaded"  # --models-max 1: the other stopped
+
+
+class _Paths(Observer):
+    """The path and outcome of each request a turn made."""
+
+    watches_events = False
+
+    def __init__(self, seen: list[tuple[str, object]]) -> None:
+        self.seen = seen
+
+    def performed(self, command: Command, outcome: object) -> None:
+        if isinstance(command, Send | Call):
+            self.seen.append((command.path, outcome))
+
+
+async def test_a_ready_model_costs_no_look_once_the_router_is_known(router: LlamaServer) -> None:
+    """The first chat looks at ``GET /models`` (and learns the server is a router); later
+    chats go first with ``?autoload=false``: a running model answers at once, one that is not
+    refuses, and only then the turn looks, loads and says so, and sends the chat again."""
+    seen: list[tuple[str, object]] = []
+    async with router_client(router, "alpha") as client:
+        client.instruments.append(lambda plan, target: _Paths(seen))
+        await client.complete(script_request("reasoning_answer"))
+        assert seen[0] == ("/models", 200)
+        seen.clear()
+        completion = await client.complete(script_request("reasoning_answer"))
+        assert completion.content == "Done."
+        assert seen == [("/v1/chat/completions?autoload=false", 200)]
+        await client.unload_model("alpha")
+        seen.clear()
+        events, error = await drain(client.chat(script_request("reasoning_answer")))
+    assert error is None
+    assert seen[0] == ("/v1/chat/completions?autoload=false", 400)  # model is not loaded
+    assert seen[1] == ("/models", 200)
+    assert seen[-1] == ("/v1/chat/completions", 200)
+    loading = [e for e in events if isinstance(e, ModelLoading)]
+    assert loading[0] == ModelLoading("alpha", "unloaded")
+    assert loading[-1] == ModelLoading("alpha", "loaded")
+    assert text_of(events, Content) == "Done."

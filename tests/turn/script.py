@@ -85,6 +85,11 @@ def answer(chunks: list[dict[str, Any]] | None = None, **kw: Any) -> Answer:
     return Answer(body=split_events(body), **kw)
 
 
+def status(code: int, body: bytes = b"", **headers: str) -> Answer:
+    """A JSON answer of ``code`` (an error, or any answer that is not a stream)."""
+    return Answer(code, {"content-type": "application/json", **headers}, [body])
+
+
 def split_events(body: bytes) -> list[bytes | Fail]:
     return [piece + b"\n\n" for piece in body.split(b"\n\n") if piece]
 

@@ -32,7 +32,17 @@ from llamaclient._turn.commands import Arm, Call, Leave, Line, Send
 from llamaclient._turn.known import Known
 from llamaclient._types.models import ModelInfo
 from llamaclient._types.server import Modalities
-from tests.turn.script import FIRE, CallAnswer, Fail, Server, config, drive, turn
+from tests.turn.script import (
+    FIRE,
+    CallAnswer,
+    Fail,
+    Server,
+    answer,
+    config,
+    drive,
+    status,
+    turn,
+)
 
 PICTURE = ChatRequest([UserMessage([ImagePart(url="https://x/a.png")])])
 LOADING = (503, b'{"error":{"code":503,"message":"Loading model"}}')
@@ -158,6 +168,64 @@ def test_a_ready_model_costs_one_look_and_no_event() -> None:
     known, run = routed({"/models": [models(("m", "loaded"))]})
     assert known.router is True
     assert before(run) == []
+
+
+def a_router() -> Known:
+    known = Known()
+    known.router = True
+    return known
+
+
+def test_on_a_known_router_the_chat_goes_first_and_a_running_model_costs_no_look() -> None:
+    run = drive(turn(conf=config(model="m"), known=a_router()), Server())
+    assert run.paths() == ["/v1/chat/completions?autoload=false"]
+    assert before(run) == []
+    assert run.done.completion is not None
+
+
+NOT_LOADED = (400, b'{"error":{"code":400,"message":"model is not loaded","type":"x"}}')
+
+
+@pytest.mark.parametrize("refusal", [NOT_LOADED, LOADING, (500, b"proxy error: refused")])
+def test_a_router_that_refuses_the_chat_sends_the_turn_to_the_look_then_again(
+    refusal: tuple[int, bytes],
+) -> None:
+    """The same events as a look first; the chat goes again (nothing was generated), with
+    the request's own autoload."""
+    calls: dict[str, list[CallAnswer]] = {
+        "/models": [models(("m", "unloaded")), models(("m", "loaded"))],
+        "/models/load": [(200, b'{"success":true}')],
+    }
+    server = Server([status(*refusal), answer()], calls=calls)
+    run = drive(turn(conf=config(model="m"), known=a_router()), server)
+    assert run.paths() == [
+        "/v1/chat/completions?autoload=false",
+        "/models",
+        "/models/load",
+        "/models",
+        "/v1/chat/completions",
+    ]
+    assert before(run) == [
+        ModelLoading("m", "unloaded"),
+        ModelLoading("m", "loading"),
+        ModelLoading("m", "loaded"),
+    ]
+    assert run.done.completion is not None
+
+
+@pytest.mark.parametrize("code", [401, 404, 429])
+def test_other_answers_to_an_optimistic_chat_are_the_chats_own(code: int) -> None:
+    server = Server([status(code, b'{"error":{"code":1,"message":"no"}}')])
+    run = drive(turn(conf=config(model="m", max_retries=0), known=a_router()), server)
+    assert "/models" not in run.paths()
+    assert isinstance(run.done.error, HTTPStatusError)
+    assert run.done.error.status == code
+
+
+def test_autoload_off_sends_the_chat_as_asked_and_never_looks() -> None:
+    request = ChatRequest([UserMessage("hi")], autoload=False)
+    run = drive(turn(request, conf=config(model="m"), known=a_router()), Server())
+    assert run.paths() == ["/v1/chat/completions?autoload=false"]
 
 
 def test_a_model_not_loaded_is_loaded_and_watched_until_ready() -> None:

@@ -27,14 +27,21 @@ from llamaclient import (
 )
 from llamaclient._turn.commands import Arm, Call, Close, Done, ReadAll, Send, Sleep
 from llamaclient._turn.known import Known
-from tests.turn.script import FIRE, JSON, Answer, Fail, Server, answer, config, drive, turn
+from tests.turn.script import (
+    FIRE,
+    JSON,
+    Answer,
+    Fail,
+    Server,
+    answer,
+    config,
+    drive,
+    status,
+    turn,
+)
 
 LOADING = Answer(503, JSON, [b'{"error":{"code":503,"message":"Loading model"}}'])
 HEALTHY = (200, b'{"status":"ok"}')
-
-
-def status(code: int, body: bytes = b"", **headers: str) -> Answer:
-    return Answer(code, {"content-type": "application/json", **headers}, [body])
 
 
 def test_a_plain_turn_sends_the_body_with_the_conversation_id() -> None:

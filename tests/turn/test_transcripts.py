@@ -34,6 +34,7 @@ from tests.turn.script import (
     answer,
     config,
     split_events,
+    status,
     stream_body,
     turn,
 )
@@ -45,10 +46,6 @@ LOADING = (503, b'{"error":{"code":503,"message":"Loading model"}}')
 def models(*entries: tuple[str, str]) -> tuple[int, bytes]:
     data = [{"id": n, "aliases": [], "status": {"value": s}} for n, s in entries]
     return 200, msgspec.json.encode({"data": data})
-
-
-def status(code: int, body: bytes = b"", **headers: str) -> Answer:
-    return Answer(code, {"content-type": "application/json", **headers}, [body])
 
 
 def shown(value: Any) -> str:
