@@ -95,6 +95,13 @@ def parser(secrets: Sequence[str] = ()) -> _Parser:
     )
     chat.add_argument("--system", help="a system message")
     chat.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log to stderr: -v one line per turn (INFO), -vv each request and decision (DEBUG)",
+    )
+    chat.add_argument(
         "--model",
         help="the model name sent to the server (router mode); without --url, a GGUF file "
         "for the embedded server instead of Gemma 3 270M",

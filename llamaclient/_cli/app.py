@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +40,18 @@ def _view(json: bool) -> tuple[View, Console]:
     return (JsonView() if json else ConsoleView(console)), console
 
 
+def _logs(verbose: int) -> None:
+    """``-v``: the ``llamaclient`` logger's INFO lines on stderr; ``-vv``: DEBUG too."""
+    if verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger = logging.getLogger("llamaclient")
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
+
+
 def _chat(args: argparse.Namespace) -> int:
+    _logs(args.verbose)
     view, console = _view(args.json)
     prompts: list[str] = args.prompts
     interactive: bool = args.interactive

@@ -176,3 +176,33 @@ def test_without_the_key_the_chat_fails_naming_the_refusal(
     assert chat_main(options, ["first"], False, view, asker()) == 1
     assert "── AuthenticationError: HTTP 401 authentication_error: Invalid API Key" in (
         out.getvalue())
+
+
+@pytest.mark.parametrize(("flag", "levels"), [("-v", {"INFO"}), ("-vv", {"INFO", "DEBUG"})])
+def test_verbose_logs_each_turn_to_stderr_and_never_the_key(
+    flag: str, levels: set[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-v``: one INFO line per turn; ``-vv``: each request and decision too (DEBUG)."""
+    import logging
+
+    from llamaclient._cli import parser
+    from llamaclient._cli.app import _logs
+
+    args = parser().parse_args(["chat", flag, "hi"])
+    assert args.verbose == len(flag) - 1
+    logger = logging.getLogger("llamaclient")
+    handlers, level = list(logger.handlers), logger.level
+    try:
+        _logs(args.verbose)
+        fake = FakeLlama(api_key=KEY).reply("One.")
+        options = chat_args("--url", fake.url, "--api-key", KEY)
+        options.transport = fake.transport()
+        view = ConsoleView(Console(file=io.StringIO(), width=100, color_system=None))
+        assert chat_main(options, ["first"], False, view, asker()) == 0
+    finally:
+        logger.handlers[:], logger.level = handlers, level
+    err = capsys.readouterr().err
+    assert {line.split(" ")[0] for line in err.splitlines()} == levels
+    assert "INFO llamaclient.turn: chat " in err
+    assert KEY not in err
+    assert "One." not in err
