@@ -71,6 +71,7 @@ from ._types.openai import from_openai, to_openai
 from ._types.request import ChatRequest
 from ._types.server import GenerationSettings, Modalities, Props, Slot, TemplateCaps
 from ._types.state import StreamState
+from ._types.totals import ModelUsage, UsageTotals
 
 __version__ = "0.1.0"
 
@@ -111,6 +112,7 @@ __all__ = [
     "ModelLimitError",
     "ModelLoadError",
     "ModelLoading",
+    "ModelUsage",
     "ModelNotFoundError",
     "ModelNotLoadedError",
     "Pool",
@@ -151,6 +153,7 @@ __all__ = [
     "TransportError",
     "UnsupportedInputError",
     "Usage",
+    "UsageTotals",
     "UserMessage",
     "WaitTimeoutError",
     "Waiting",

@@ -39,6 +39,7 @@ from ._types.messages import media_kinds
 from ._types.models import ModelInfo
 from ._types.request import ChatRequest
 from ._types.server import Props, Slot
+from ._types.totals import UsageTotals
 from ._types.typed import OutputType, output_type
 
 if TYPE_CHECKING:
@@ -114,6 +115,13 @@ class Client:
         self._shared = Shared(self._endpoint, limiter)
         # What watches its turns (observe.py): the logs (logs.py) unless their loggers are off.
         self.instruments: list[Instrument] = [log_turns]
+
+    @property
+    def usage(self) -> UsageTotals:
+        """What this client's turns asked of the server so far, per model (requests,
+        failures, prompt and cached tokens, tokens generated and reasoning, prefill and
+        decode seconds): a running total, kept as each turn ends."""
+        return self._shared.usage
 
     def __repr__(self) -> str:
         endpoint = self._endpoint

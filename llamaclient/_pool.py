@@ -36,6 +36,7 @@ from ._types.errors import ConnectError, HTTPStatusError, InferError, StreamClos
 from ._types.events import Routed
 from ._types.request import ChatRequest
 from ._types.server import Slot
+from ._types.totals import UsageTotals
 
 T = TypeVar("T")
 
@@ -81,6 +82,11 @@ class Pool:
 
     def __repr__(self) -> str:
         return f"Pool({[c.config.base_url for c in self.clients]!r})"
+
+    @property
+    def usage(self) -> UsageTotals:
+        """Every server's :attr:`Client.usage` added up (a new total each time)."""
+        return sum((c.usage for c in self.clients), UsageTotals())
 
     async def __aenter__(self) -> Pool:
         return self

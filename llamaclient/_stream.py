@@ -229,7 +229,7 @@ class ChatStream:
         turn = self._turn
         if self._observer is not None:
             self._observer.ended(turn, stopped=turn.completion is None and turn.error is None)
-        await self._io.ended(turn.error)
+        await self._io.ended(turn)
         if turn.error is None:
             return StopAsyncIteration()
         escaped(turn.error, turn.context.model)

@@ -42,6 +42,7 @@ from . import (
     Tools,
     Transport,
     Usage,
+    UsageTotals,
 )
 from . import ChatStream as AsyncChatStream
 from . import Client as AsyncClient
@@ -191,6 +192,11 @@ class _Blocking(Generic[A]):
     def close(self) -> None:
         """Close the connections and stop the loop thread (also done at exit)."""
         self._close()
+
+    @property
+    def usage(self) -> UsageTotals:
+        """The running usage totals per model (see :attr:`llamaclient.Client.usage`)."""
+        return self._loop.call(lambda: self._async.usage + UsageTotals())
 
     def chat(
         self,

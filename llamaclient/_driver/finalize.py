@@ -46,4 +46,4 @@ async def close_turn(turn: ChatTurn, io: Performer) -> None:
         await io.perform(turn, turn.command)
     if io.observer is not None:
         io.observer.ended(turn, stopped=True)
-    await io.ended(turn.error)
+    await io.ended(turn)

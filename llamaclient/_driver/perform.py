@@ -29,6 +29,7 @@ from .._turn.machine import ChatTurn
 from .._turn.plan import Target
 from .._types.errors import ConnectError
 from .._types.events import ChatEvent, Routed
+from .._types.totals import turn_usage
 from .cookies import TurnCookie
 from .observe import Observer
 from .shared import Shared
@@ -223,8 +224,14 @@ class Performer(Waits):
         self.routed = event
         return turn.routed(target, event)
 
-    async def ended(self, error: BaseException | None) -> None:
-        """The turn is over (``error``: what ended it): a pool hears it."""
+    async def ended(self, turn: ChatTurn) -> None:
+        """The turn is over: its usage is counted where it ran (unless the user stopped it
+        before the chat went out), and a pool hears how it ended."""
+        completion, error = turn.completion, turn.error
+        if completion is not None or error is not None or turn.generating:
+            completion = completion or turn.partial()
+            model = (completion.model if completion else None) or turn.context.model
+            self.shared.usage.add(model, turn_usage(completion, error is not None))
         if self._router is not None:
             await self._router.ended(error)
 

@@ -11,6 +11,7 @@ import anyio
 
 from .._turn.history import History
 from .._turn.known import Known
+from .._types.totals import UsageTotals
 from .cookies import Jar
 from .endpoint import Endpoint
 from .limiter import Limiter
@@ -123,7 +124,7 @@ class Shared:
     ``limiter`` it shares with others (None: no limit), and the ``jar`` of its sessions'
     affinity cookies (None: ``Config.affinity_cookie`` is not set)."""
 
-    __slots__ = ("endpoint", "history", "jar", "known", "limiter", "lines", "lookups")
+    __slots__ = ("endpoint", "history", "jar", "known", "limiter", "lines", "lookups", "usage")
 
     def __init__(self, endpoint: Endpoint, limiter: Limiter | None = None) -> None:
         self.endpoint = endpoint
@@ -134,3 +135,4 @@ class Shared:
         name = endpoint.config.affinity_cookie
         self.jar = None if name is None else Jar(name)
         self.history = History()  # its sessions' previous turns (the cache report)
+        self.usage = UsageTotals()  # what its turns asked of the server, per model

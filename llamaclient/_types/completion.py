@@ -50,11 +50,25 @@ class Timings(msgspec.Struct, frozen=True, gc=False):
 
 
 class Usage(msgspec.Struct, frozen=True, gc=False):
-    """Token counts from the usage chunk; None where the server did not say."""
+    """Token counts from the usage chunk; None where the server did not say. ``a + b``
+    adds them (None where neither said), to total a run's completions."""
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            _plus(self.prompt_tokens, other.prompt_tokens),
+            _plus(self.completion_tokens, other.completion_tokens),
+            _plus(self.cached_tokens, other.cached_tokens),
+        )
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else a + b
 
 
 class Completion(msgspec.Struct, frozen=True):
