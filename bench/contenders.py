@@ -506,7 +506,42 @@ CONTENDERS: dict[str, type[Contender]] = {
     "floor httpx": FloorHttpx,
     "floor asyncio": FloorAsyncio,
 }
-EXTRA: dict[str, type[Contender]] = {"ours (asyncio) +live": OursLive}
+class OursTraced(Ours):
+    """Ours traced by the OpenTelemetry SDK (spans and metrics) into exporters that drop
+    everything: the cost of tracing itself, without an exporter's I/O."""
+
+    def __init__(
+        self, url: str, tls: TLS | None = None, overrides: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(url, tls, overrides)
+        try:
+            from opentelemetry.sdk.metrics import MeterProvider
+            from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import (
+                SimpleSpanProcessor,
+                SpanExporter,
+                SpanExportResult,
+            )
+
+            from llamaclient.otel import instrument
+        except ImportError as exc:
+            raise Unavailable(f"the otel extra and the SDK are not installed: {exc}") from exc
+
+        class Dropped(SpanExporter):
+            def export(self, spans: Any) -> SpanExportResult:
+                return SpanExportResult.SUCCESS
+
+        tracer = TracerProvider()
+        tracer.add_span_processor(SimpleSpanProcessor(Dropped()))
+        meter = MeterProvider(metric_readers=[InMemoryMetricReader()])  # never collected
+        instrument(self.client, tracer_provider=tracer, meter_provider=meter)
+
+
+EXTRA: dict[str, type[Contender]] = {
+    "ours (asyncio) +live": OursLive,
+    "ours (asyncio) traced": OursTraced,
+}
 # Ours with Config fields overridden: one line per variant. Run by the paced scenario.
 VARIANTS: dict[str, tuple[type[Ours], dict[str, Any]]] = {
     "ours (asyncio) resume=off": (Ours, {"resume": False}),

@@ -24,6 +24,7 @@ from ._driver.models import list_models, load_model, unload_model
 from ._driver.observe import Instrument, Observer, observer_for
 from ._driver.perform import Performer, Router
 from ._driver.shared import Shared
+from ._driver.tracing import trace_turns
 from ._protocol.body import build_body
 from ._protocol.info import props_from, slots_from
 from ._stream import ChatStream
@@ -114,7 +115,7 @@ class Client:
         self._endpoint = Endpoint(config, http_client=http_client, transport=transport)
         self._shared = Shared(self._endpoint, limiter)
         # What watches its turns (observe.py): the logs (logs.py) unless their loggers are off.
-        self.instruments: list[Instrument] = [log_turns]
+        self.instruments: list[Instrument] = [log_turns, trace_turns]
 
     @property
     def usage(self) -> UsageTotals:

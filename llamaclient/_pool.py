@@ -23,6 +23,7 @@ from ._driver.limiter import Limiter
 from ._driver.logs import log_turns
 from ._driver.observe import Instrument, observer_for
 from ._driver.shared import Shared
+from ._driver.tracing import trace_turns
 from ._protocol.body import build_body
 from ._stream import ChatStream
 from ._tools import ToolRun, Tools, run_tools
@@ -78,7 +79,7 @@ class Pool:
         self._history = History()  # its sessions' previous turns, wherever they ran
         self._balancer = Balancer(len(configs))
         self._props_asked: set[int] = set()
-        self.instruments: list[Instrument] = [log_turns]  # what watches its turns
+        self.instruments: list[Instrument] = [log_turns, trace_turns]  # what watches its turns
 
     def __repr__(self) -> str:
         return f"Pool({[c.config.base_url for c in self.clients]!r})"

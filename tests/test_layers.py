@@ -35,6 +35,7 @@ RANK = {
     # the CLI that uses them, and ``python -m llamaclient``.
     "testing": 9,
     "sync": 9,
+    "otel": 9,
     "_embedded": 9,
     "_cli": 10,
     "__main__": 11,

@@ -1,0 +1,34 @@
+"""Tracing every client's turns with OpenTelemetry, once the application uses it.
+
+A client's default instruments include :func:`trace_turns`. Until something has imported
+``opentelemetry.trace`` (an application that traces does, to set its tracer provider), it
+returns None at the cost of one dictionary look-up: no import, no observer. After that, it
+asks :class:`~llamaclient._driver.spans.Telemetry` (which needs the ``otel`` extra), and that
+watches a turn only once a real tracer or meter provider is set.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from .._turn.plan import Plan, Target
+from .observe import Observer
+
+if TYPE_CHECKING:
+    from .spans import Telemetry
+
+__all__ = ["trace_turns"]
+
+_GLOBAL: list[Telemetry] = []  # the one that follows the global providers, once made
+
+
+def trace_turns(plan: Plan, target: Target) -> Observer | None:
+    """The turn's span, from the global OpenTelemetry providers (None: none is set)."""
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    if not _GLOBAL:
+        from .spans import Telemetry
+
+        _GLOBAL.append(Telemetry())
+    return _GLOBAL[0](plan, target)
