@@ -34,8 +34,16 @@ class ModelUsage(msgspec.Struct, frozen=True, gc=False):
     def __add__(self, other: ModelUsage) -> ModelUsage:
         if not isinstance(other, ModelUsage):
             return NotImplemented
-        pairs = zip(msgspec.structs.astuple(self), msgspec.structs.astuple(other), strict=True)
-        return ModelUsage(*(a + b for a, b in pairs))
+        return ModelUsage(
+            self.requests + other.requests,
+            self.failures + other.failures,
+            self.prompt_tokens + other.prompt_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.generated_tokens + other.generated_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+            self.prefill_seconds + other.prefill_seconds,
+            self.decode_seconds + other.decode_seconds,
+        )
 
 
 _NONE = ModelUsage()
