@@ -99,7 +99,7 @@ class _HttpxResponse(Response):
 
     async def read(self) -> bytes:
         if self._chunks is None:
-            self._chunks = self._response.aiter_raw().__aiter__()
+            self._chunks = _body(self._response)
         try:
             while True:
                 chunk = await self._chunks.__anext__()
@@ -117,6 +117,20 @@ class _HttpxResponse(Response):
 
     async def aclose(self) -> None:
         await self._response.aclose()
+
+
+def _body(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's pieces: streamed, or the whole body of a response that is read already (an
+    ``httpx.Response(200, json=...)`` that your own transport or a mock returns)."""
+    try:
+        content = response.content
+    except httpx.ResponseNotRead:
+        return response.aiter_raw().__aiter__()
+    return _once(content)
+
+
+async def _once(content: bytes) -> AsyncIterator[bytes]:
+    yield content
 
 
 class _DecodedResponse(_HttpxResponse):

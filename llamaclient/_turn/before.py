@@ -147,6 +147,14 @@ class _Props(_Asking):
         known.media_known = status < 500  # a server error: ask again next turn
         return _judge(self.ctx, self._then)
 
+    def failed(self, kind: str, message: str) -> Phase:
+        """A refused connection is retried (then the turn fails, as the chat would); any
+        other failure leaves the request unjudged this time: it goes, and its own refusal
+        is mapped."""
+        if kind == "connect":
+            return super().failed(kind, message)
+        return self._then()
+
 
 # -- a router's model ---------------------------------------------------------------------
 def models(ctx: Context, then: Next) -> Phase:

@@ -153,3 +153,28 @@ async def test_refused_connection() -> None:
         assert len(events) == 2
         assert isinstance(error, ConnectError)
         assert route.call_count == 3
+
+
+class _InMemory(httpx.AsyncBaseTransport):
+    """Your own httpx transport answering from memory: every response is read already
+    (``httpx.Response(..., json=...)`` loads its content at once)."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/props":
+            return httpx.Response(404, json={"error": {"code": 404, "message": "Not Found"}})
+        return httpx.Response(200, headers=SSE, content=b"".join(chat_chunks(["Hi", "!"])))
+
+
+async def test_responses_read_already_by_your_own_transport_are_read_whole() -> None:
+    """Was a ``ConnectError`` ('the response was closed (StreamConsumed)'): a body httpx had
+    already read could not be streamed again."""
+    async with (
+        httpx.AsyncClient(transport=_InMemory()) as http,
+        Client(config(), http_client=http) as client,
+    ):
+        with pytest.raises(HTTPStatusError) as info:
+            await client.props()
+        completion = await client.chat(user()).collect()
+    assert info.value.status == 404
+    assert info.value.message == "Not Found"
+    assert completion.content == "Hi!"

@@ -119,6 +119,18 @@ def test_the_props_look_gets_the_chats_retries_and_loading_wait() -> None:
     assert (known.media_known, known.modalities) == (True, Modalities(vision=True))
 
 
+@pytest.mark.parametrize("kind", ["read", "protocol", "timeout", "disconnected"])
+def test_a_props_look_that_breaks_otherwise_leaves_the_request_unjudged(kind: str) -> None:
+    """Not this server's answer about its inputs: the request goes, and is asked about again
+    next turn."""
+    known = Known()
+    server = Server(calls={"/props": [Fail(kind)]})
+    run = drive(turn(PICTURE, media=frozenset({"vision"}), known=known), server)
+    assert run.done.completion is not None
+    assert run.paths() == ["/props", "/v1/chat/completions"]
+    assert known.media_known is False
+
+
 def test_a_props_look_that_cannot_reach_the_server_fails_after_the_retries() -> None:
     server = Server(calls={"/props": [Fail("connect", "refused")]})
     run = drive(turn(PICTURE, media=frozenset({"vision"}), conf=config(max_retries=1)), server)
