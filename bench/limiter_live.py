@@ -4,7 +4,7 @@
 100 agent tasks, each a two-turn conversation (the second turn sends the first answer back
 exactly), all started together, on a 4-slot llama-server with the scripted model
 (``-np 4 --metrics``). Reported, for each way: the wall time, the p50 and p99 turn latency
-(``chat()`` to its Completion), the TCP connections the client opened and the most open at
+(``chat()`` to its Completion), the client's CPU time, the TCP connections the client opened and the most open at
 once (counted by a relay in front of the server), and the most requests the server had
 deferred (``llamacpp:requests_deferred`` in ``/metrics``, read every 20 ms).
 
@@ -102,7 +102,9 @@ async def _conversation(client: Client, latencies: list[float]) -> None:
         messages += [completion.message(), UserMessage(f"And again ({turn}).")]
 
 
-async def run(server: LlamaServer, limited: bool) -> dict[str, float]:
+async def run(server: LlamaServer, spare: int | None) -> dict[str, float]:
+    """One run: no limiter (``spare`` None), or ``Limiter.from_server`` with ``spare``
+    places over the server's slots."""
     relay = Relay(server.port)
     await relay.start()
     url = f"http://127.0.0.1:{relay.port}"
@@ -111,11 +113,13 @@ async def run(server: LlamaServer, limited: bool) -> dict[str, float]:
     watch = asyncio.create_task(_deferred(server.base_url, stop))
     latencies: list[float] = []
     async with Client(config) as client:
-        if limited:
-            client = Client(config, limiter=await Limiter.from_server(client))
-        started = time.monotonic()
+        if spare is not None:
+            limiter = await Limiter.from_server(client)
+            limiter = Limiter(limiter.max_in_flight + spare)
+            client = Client(config, limiter=limiter)
+        started, cpu = time.monotonic(), time.process_time()
         await asyncio.gather(*(_conversation(client, latencies) for _ in range(TASKS)))
-        wall = time.monotonic() - started
+        wall, cpu = time.monotonic() - started, time.process_time() - cpu
         await client.aclose()
     stop.set()
     deferred = await watch
@@ -123,6 +127,7 @@ async def run(server: LlamaServer, limited: bool) -> dict[str, float]:
     cuts = statistics.quantiles(latencies, n=100)
     return {
         "wall s": wall,
+        "client CPU s": cpu,
         "turn p50 s": statistics.median(latencies),
         "turn p99 s": cuts[98],
         "connections": relay.opened,
@@ -140,22 +145,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.limiter_live", description=__doc__)
     parser.add_argument("--busy", type=int, default=0, help="busy loops beside the run")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each way, alternated")
+    parser.add_argument("--threads", type=int, help="llama-server's -t (default: its own)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp())
     model = write_model(tmp / "scripted.gguf")
-    flags = ("-np", str(SLOTS), "-c", str(SLOTS * 2048), "--metrics")
+    flags: tuple[str, ...] = ("-np", str(SLOTS), "-c", str(SLOTS * 2048), "--metrics")
+    if args.threads:
+        flags += ("-t", str(args.threads))
     spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.busy)]
     with LlamaServer(model, *flags, log_path=tmp / "server.log", binary=find_binary()) as server:
         for spinner in spinners:
             spinner.start()
         try:
             for round_ in range(args.rounds):
-                for limited in (False, True):
-                    result = asyncio.run(run(server, limited))
+                for spare in (None, 0, SLOTS // 2):
+                    result = asyncio.run(run(server, spare))
                     shown = ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                       for k, v in result.items())  # fmt: skip
-                    way = "Limiter.from_server" if limited else "no limiter"
-                    print(f"round {round_ + 1}, busy {args.busy}, {way}: {shown}", flush=True)
+                    way = "no limiter" if spare is None else f"Limiter(slots + {spare})"
+                    threads = f", -t {args.threads}" if args.threads else ""
+                    print(f"round {round_ + 1}, busy {args.busy}{threads}, {way}: {shown}")
         finally:
             for spinner in spinners:
                 spinner.kill()

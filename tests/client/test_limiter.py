@@ -169,6 +169,9 @@ async def test_a_hundred_tasks_never_have_more_requests_at_the_server_than_the_l
             async with client, anyio.create_task_group() as tg:
                 for _ in range(100):
                     tg.start_soon(drain, client.chat(ask()))
+            # The server's thread marks a request finished once its last byte is written,
+            # which may be a moment after the client has read it (flaked on trio).
+            await server.wait_for(lambda: all(r.finished for r in server.requests), timeout=5)
             at_once = most_at_once(server)
             assert at_once <= most
             if limiter is None:
@@ -187,3 +190,38 @@ def most_at_once(server: FaultServer) -> int:
         now += step
         most = max(most, now)
     return most
+
+
+async def test_a_long_line_wakes_only_the_places_worth_showing_when_a_turn_ends() -> None:
+    """Every waiter woken on every turn's end cost 2.4 ms of CPU a turn with 96 waiting:
+    near the front each step is shown, farther back every 8th."""
+    limiter = Limiter(1)
+    holder = limiter.join(0)
+    line = [limiter.join(0) for _ in range(40)]
+    for place in line:
+        place.changed = anyio.Event()
+    limiter.free(holder)
+    woken = [i for i, place in enumerate(line) if place.changed.is_set()]
+    assert woken == [0, *range(1, 9), 16, 24, 32]  # now holding, then ahead 1-8, 16, 24, 32
+    assert line[0].holding
+
+
+async def test_a_waiter_far_back_sees_its_place_every_8th_step_then_each() -> None:
+    limiter = Limiter(1)
+    holder = limiter.join(0)
+    line = [limiter.join(0) for _ in range(20)]
+    seen: list[int] = []
+
+    async def watch() -> None:
+        ahead = -1
+        while ahead != 0:
+            ahead = await limiter.moved(line[-1], ahead)
+            seen.append(ahead)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        await anyio.sleep(0.01)  # it has seen its first place
+        for place in [holder, *line[:-1]]:
+            limiter.free(place)
+            await anyio.sleep(0.005)  # and each one it is told
+    assert seen == [20, 16, 8, 7, 6, 5, 4, 3, 2, 1, 0]
