@@ -3,8 +3,9 @@
 
 100 agent tasks, each a two-turn conversation (the second turn sends the first answer back
 exactly), all started together, on a 4-slot llama-server with the scripted model
-(``-np 4 --metrics``). Reported, for each way: the wall time, the p50 and p99 turn latency
-(``chat()`` to its Completion), the client's CPU time, the TCP connections the client opened and the most open at
+(``-np 4 --metrics``). Reported, for each way (no limiter, ``Limiter.from_server``, and two
+spare places over it): the wall time, the client's CPU time, the p50 and p99 turn latency
+(``chat()`` to its Completion), the TCP connections the client opened and the most open at
 once (counted by a relay in front of the server), and the most requests the server had
 deferred (``llamacpp:requests_deferred`` in ``/metrics``, read every 20 ms).
 
