@@ -26,7 +26,7 @@ from ._driver.perform import Performer, Router
 from ._driver.shared import Shared
 from ._driver.tracing import trace_turns
 from ._protocol.body import build_body
-from ._protocol.info import props_from, slots_from
+from ._protocol.info import metrics_from, props_from, slots_from
 from ._stream import ChatStream
 from ._tools import ToolRun, Tools, run_tools
 from ._transports.base import Transport, TransportError
@@ -273,6 +273,12 @@ class Client:
         known.modalities = props.modalities if "modalities" in props.raw else None
         known.media_known = True
         return props
+
+    async def metrics(self) -> dict[str, float]:
+        """``GET /metrics`` (a server started with ``--metrics``; else an
+        ``HTTPStatusError``, 501): its Prometheus samples by name, ``llamacpp:`` included
+        (``metrics["llamacpp:requests_deferred"]``)."""
+        return metrics_from(await self._endpoint.get_bytes("/metrics"))
 
     async def slots(self) -> list[Slot]:
         """``GET /slots``: one :class:`Slot` per slot (``id``, ``is_processing``, ``n_ctx``,

@@ -77,8 +77,9 @@ class Pool:
             for i, c in enumerate(configs)
         )
         self._history = History()  # its sessions' previous turns, wherever they ran
-        self._balancer = Balancer(len(configs))
+        self._balancer = Balancer(len(configs), names=[_name(c) for c in configs])
         self._props_asked: set[int] = set()
+        self._no_metrics: set[int] = set()  # servers without --metrics (not asked again)
         self.instruments: list[Instrument] = [log_turns, trace_turns]  # what watches its turns
 
     def __repr__(self) -> str:
@@ -210,6 +211,21 @@ class Pool:
             elif slots == _DISABLED and index not in self._props_asked:
                 self._props_asked.add(index)
                 await self._count_slots(index)
+            if slots != _NOT_RUNNING and index not in self._no_metrics:  # never loads it
+                await self._look_at_metrics(index)
+
+    async def _look_at_metrics(self, index: int) -> None:
+        """``GET /metrics`` (a server with ``--metrics``): the requests it has deferred. A
+        server without it is not asked again."""
+        try:
+            samples = await self.clients[index].metrics()
+        except HTTPStatusError:
+            self._no_metrics.add(index)
+            return
+        except InferError:
+            return
+        deferred = samples.get("llamacpp:requests_deferred", 0.0)
+        self._balancer.servers[index].deferred = int(deferred) if deferred == deferred else 0
 
     async def _slots(self, index: int) -> list[Slot] | str:
         """``GET /slots``; ``_DISABLED`` where it is disabled (501) but ``/health`` is fine,
@@ -267,6 +283,11 @@ class PoolStream(ChatStream):
     """A pool's stream: a :class:`ChatStream` whose first event is ``Routed``
     (``stream.route`` says where it went); ``arguments()`` works once it has been routed.
     Everything else is the ChatStream's own."""
+
+
+def _name(config: Config) -> str:
+    """A server's name for the rendezvous hash: the same in every process that has it."""
+    return f"{config.base_url}#{config.model}" if config.model else config.base_url
 
 
 class _Routing:

@@ -197,14 +197,20 @@ class Endpoint:
         that model's server), unchanged without one."""
         return model_query(path, self.config.model)
 
-    async def get_json(self, path: str) -> Any:
-        """``GET path`` (with ``?model=``, see :meth:`model_path`), decoded."""
-        path = self.model_path(path)
-        status, data = await self.call("GET", path)
+    async def get_bytes(self, path: str) -> bytes:
+        """``GET path`` (with ``?model=``, see :meth:`model_path`): the body of a 2xx answer,
+        else its typed error."""
+        status, data = await self.call("GET", self.model_path(path))
         if status >= 400:
             error = status_error(status, data)
             hide_key(error, self.config.api_key)  # a proxy's error page may quote the headers
             raise error
+        return data
+
+    async def get_json(self, path: str) -> Any:
+        """``GET path`` (with ``?model=``, see :meth:`model_path`), decoded."""
+        data = await self.get_bytes(path)
+        path = self.model_path(path)
         try:
             return ANY_DECODER.decode(data)
         except (msgspec.DecodeError, RecursionError) as exc:

@@ -9,7 +9,7 @@ import msgspec
 from .._types.errors import ProtocolError
 from .._types.server import Props, Slot
 
-__all__ = ["props_from", "slots_from"]
+__all__ = ["metrics_from", "props_from", "slots_from"]
 
 _Info = TypeVar("_Info", Props, Slot)
 
@@ -38,3 +38,23 @@ def _convert(raw: dict[str, Any], kind: type[_Info], where: str) -> _Info:
 
 def _shown(raw: Any) -> str:
     return msgspec.json.encode(raw).decode("utf-8", "replace")
+
+
+def metrics_from(data: bytes) -> dict[str, float]:
+    """Prometheus text (``GET /metrics``): each sample's value by its name, labels and all
+    as written (``name{label="x"}``); comments and lines that are not samples are skipped."""
+    samples: dict[str, float] = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        end = line.rfind("}") + 1  # 0: no labels
+        if end:
+            name, rest = line[:end], line[end:]
+        else:
+            name, _, rest = line.partition(" ")
+        fields = rest.split()
+        try:
+            samples[name] = float(fields[0])
+        except (ValueError, IndexError):
+            continue
+    return samples

@@ -5,7 +5,14 @@ are doing, and asks it for a route. The expensive thing to lose is a session's p
 
 - A session stays on its server. It moves only when that server is down (``failover``), or
   when its own slot is busy with someone else's request while another server has a free slot
-  (``slot busy``). A new session goes to the server with the most free slots.
+  (``slot busy``).
+- A new session's server is chosen by rendezvous hashing with bounded load: the servers in
+  the order of ``hash(session, server)`` (the server's name: its base URL), the first whose
+  load (our requests in flight there) stays within ``(1 + epsilon)`` times the mean. So two
+  processes, or a restarted one, put a session on the same server without sharing anything,
+  and a server that leaves or joins moves only its own share of the sessions. A server whose
+  ``/metrics`` show deferred requests is skipped while another has a free slot. A request
+  without a session goes to the server with the most free slots.
 - While a server has no more sessions than slots, each session has a slot of its own, pinned
   (``id_slot``): its prompt stays in that slot's KV cache. Once it has more sessions than
   slots, its requests are not pinned: llama-server then picks the idle slot holding the
@@ -18,13 +25,15 @@ are doing, and asks it for a route. The expensive thing to lose is a session's p
 
 from __future__ import annotations
 
+import hashlib
+import math
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 from .._types.events import RoutedReason
 
-__all__ = ["MAX_SESSIONS", "RELEASE_GRACE", "Balancer", "Route", "ServerState"]
+__all__ = ["EPSILON", "MAX_SESSIONS", "RELEASE_GRACE", "Balancer", "Route", "ServerState", "weight"]
 
 MAX_SESSIONS = 1 << 16  # sessions remembered; the least recently used is forgotten first
 _BACKOFF_START = 0.5  # seconds a server that failed stays out, doubled on each new failure
@@ -33,6 +42,15 @@ _BACKOFF_CAP = 30.0
 # connection): a look within this many seconds of our own request's end that still finds the
 # slot processing is seeing that request's tail, not someone else's.
 RELEASE_GRACE = 1.5
+# Bounded load: a new session skips a server already over (1 + EPSILON) x the mean load
+# (HAProxy's hash-balance-factor 125, Mirrokni et al.'s consistent hashing with bounded loads).
+EPSILON = 0.25
+
+
+def weight(session: str, server: str) -> int:
+    """The rendezvous weight of ``server`` for ``session``: the same in every process."""
+    digest = hashlib.blake2b(f"{session}\x00{server}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
 
 
 class Route(NamedTuple):
@@ -48,6 +66,7 @@ class ServerState:
 
     __slots__ = (
         "busy",
+        "deferred",
         "down_until",
         "failures",
         "inflight",
@@ -66,6 +85,7 @@ class ServerState:
         self.released: dict[int, float] = {}  # slot -> when our last request on it ended
         self.down_until: float | None = None
         self.failures = 0
+        self.deferred = 0  # requests the server had deferred, as its /metrics said (0: none)
 
     def up(self, now: float) -> bool:
         return self.down_until is None or now >= self.down_until
@@ -110,6 +130,11 @@ class ServerState:
         """Our requests in flight here (the queue we would join)."""
         return sum(self.inflight.values())
 
+    def weight(self) -> int:
+        """The load a new session weighs: our requests in flight here, or the slots the
+        last look found busy (everyone's: other processes' requests too), the larger."""
+        return max(self.load(), len(self.busy))
+
 
 class _Session:
     __slots__ = ("inflight", "server", "slot")
@@ -124,8 +149,16 @@ class Balancer:
     """Sessions, servers, and the choice of a route (``route``), then ``start``/``finish``
     around each request so the in-flight counts stay exact."""
 
-    def __init__(self, n_servers: int, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self,
+        n_servers: int,
+        max_sessions: int = MAX_SESSIONS,
+        names: Sequence[str] | None = None,
+        epsilon: float = EPSILON,
+    ) -> None:
         self.servers = [ServerState() for _ in range(n_servers)]
+        self.names = list(names) if names is not None else [str(i) for i in range(n_servers)]
+        self.epsilon = epsilon
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._max = max_sessions
         self._allowed: Collection[int] | None = None  # the servers of the current route()
@@ -165,17 +198,19 @@ class Balancer:
         ``allowed`` servers (None: all), or None when none is up. Call :meth:`start` with it
         before any await."""
         self._allowed = allowed
-        known = self._sessions.get(session) if session is not None else None
+        if session is None:
+            return self._fresh(slot, now, "new session")
+        known = self._sessions.get(session)
         if known is not None:
-            self._sessions.move_to_end(session)  # type: ignore[arg-type]
+            self._sessions.move_to_end(session)
             if allowed is None or known.server in allowed:
-                return self._sticky(known, slot, now)
-        return self._fresh(slot, now, "new session")
+                return self._sticky(known, slot, now, session)
+        return self._hashed(session, slot, now, "new session")
 
-    def _sticky(self, known: _Session, slot: int | None, now: float) -> Route | None:
+    def _sticky(self, known: _Session, slot: int | None, now: float, session: str) -> Route | None:
         server = self.servers[known.server]
         if not server.up(now):
-            return self._fresh(slot, now, "failover")
+            return self._hashed(session, slot, now, "failover")
         pinned = self._pinned(known, slot)
         if known.inflight or pinned is None or slot is not None or server.slot_free(pinned):
             return Route(known.server, pinned, "sticky")
@@ -210,6 +245,35 @@ class Balancer:
         if slot is None:
             slot = self._own_slot(self.servers[index])
         return Route(index, slot, reason)
+
+    def _hashed(
+        self, session: str, slot: int | None, now: float, reason: RoutedReason
+    ) -> Route | None:
+        """A new (or moved) session's server: the highest rendezvous weight among the
+        servers up, allowed and within the load bound; one whose ``/metrics`` show deferred
+        requests only when no other has a free slot."""
+        candidates = self._candidates(now)
+        if not candidates:
+            return None
+        servers = self.servers
+        total = sum(servers[i].weight() for i in candidates) + 1  # this one too
+        bound = math.ceil((1 + self.epsilon) * total / len(candidates))
+        order = sorted(candidates, key=lambda i: weight(session, self.names[i]), reverse=True)
+        within = [i for i in order if servers[i].weight() + 1 <= bound] or order
+        if any(servers[i].free_slots() for i in within if not servers[i].deferred):
+            within = [i for i in within if not servers[i].deferred] or within
+        index = within[0]
+        if slot is None:
+            slot = self._own_slot(self.servers[index])
+        return Route(index, slot, reason)
+
+    def _candidates(self, now: float) -> list[int]:
+        allowed = self._allowed
+        return [
+            i
+            for i, server in enumerate(self.servers)
+            if server.up(now) and (allowed is None or i in allowed)
+        ]
 
     @staticmethod
     def _own_slot(server: ServerState) -> int | None:

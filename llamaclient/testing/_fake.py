@@ -81,6 +81,7 @@ class FakeLlama(Serving):
         load_looks: int = 2,
         models_max: int = 4,
         api_key: str | None = None,
+        metrics: dict[str, float] | None = None,
     ) -> None:
         self.model = model
         self.n_ctx = n_ctx
@@ -88,6 +89,7 @@ class FakeLlama(Serving):
         self.resumable = resumable
         self.url = url
         self.slots_endpoint = slots_endpoint
+        self.metrics = metrics  # GET /metrics's samples (None: 501, no --metrics)
         self.models: dict[str, FakeModel] = (
             dict(models) if isinstance(models, Mapping) else {m: FakeModel() for m in models}
         )

@@ -37,6 +37,9 @@ NO_REPLY = "FakeLlama has no reply queued for this request: call fake.reply(...)
 Queued = tuple[Answer | Raw | ReplyFunction | None, Fault | None]
 
 
+_PROMETHEUS = (("Content-Type", "text/plain; version=0.0.4"),)
+
+
 class _Settings(NamedTuple):
     completion_id: str
     model: str
@@ -74,6 +77,7 @@ class Serving:
     n_slots: int
     resumable: bool
     slots_endpoint: bool
+    metrics: dict[str, float] | None
     models: dict[str, FakeModel]
     load_looks: int
     models_max: int
@@ -165,6 +169,8 @@ class Serving:
             return json_response(200, {**self.props(), **({"model_alias": model} if model else {})})
         if method == "GET" and path == "/slots":
             return self._slots()
+        if method == "GET" and path == "/metrics":
+            return self._metrics()
         if method == "GET" and path in ("/v1/models", "/models"):
             return json_response(
                 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]}
@@ -192,6 +198,14 @@ class Serving:
             "build_info": "b0-fakellama",
             "is_sleeping": False,
         }
+
+    def _metrics(self) -> FakeResponse:
+        """``GET /metrics`` in Prometheus text (``metrics``: the samples, None: the server
+        runs without ``--metrics`` and answers 501, as llama-server does)."""
+        if self.metrics is None:
+            return error_response(501, "This server does not support metrics endpoint.")
+        text = "".join(f"# TYPE {k} gauge\n{k} {v}\n" for k, v in self.metrics.items())
+        return FakeResponse(200, _PROMETHEUS, [text.encode()], None)
 
     def _slots(self) -> FakeResponse:
         if not self.slots_endpoint:

@@ -12,15 +12,17 @@ import pytest
 from llamaclient import (
     ChatEvent,
     ChatRequest,
+    Client,
     Config,
     ConnectError,
     Content,
+    HTTPStatusError,
     Pool,
     Routed,
     StreamClosedEarlyError,
     UserMessage,
 )
-from llamaclient._turn.balancer import RELEASE_GRACE, Balancer, Route
+from llamaclient._turn.balancer import RELEASE_GRACE, Balancer, Route, weight
 from llamaclient.testing import FakeCall, FakeLlama, FakeModel, FakeRequest
 
 pytestmark = pytest.mark.anyio
@@ -65,16 +67,29 @@ async def turn(p: Pool, req: ChatRequest) -> tuple[Routed, list[ChatEvent]]:
     return first, events
 
 
+def on(*order: int, n: int = 2) -> str:
+    """A session name whose rendezvous order over ``n`` servers (``http://s0``...) starts
+    with ``order``."""
+    for i in range(1000):
+        name = f"session-{i}"
+        ranked = sorted(range(n), key=lambda k: weight(name, f"http://s{k}"), reverse=True)
+        if tuple(ranked[: len(order)]) == order:
+            return name
+    raise AssertionError(order)
+
+
 def idle(p: Pool) -> bool:
     return all(not s.inflight for s in p._balancer.servers)
 
 
-async def test_routed_comes_first_and_a_new_session_goes_to_the_freest_server() -> None:
+async def test_routed_comes_first_and_a_new_session_goes_to_its_server_within_the_bound() -> None:
+    """Rendezvous order s0, s2, s1; s0's two slots are busy: over the bound (3 busy and
+    this one over 3 servers, x 1.25: 2), so the next in the order."""
     fakes = [server(2), server(2), server(2)]
     fakes[0].busy = {0, 1}
     fakes[1].busy = {0}
     async with pool(*fakes) as p:
-        routed, _ = await turn(p, request("a"))
+        routed, _ = await turn(p, request(on(0, 2, n=3)))
     assert routed == Routed("http://s2", 0, "new session")
     assert not routed.cache_lost
     assert fakes[2].requests[0].settings["id_slot"] == 0
@@ -83,9 +98,10 @@ async def test_routed_comes_first_and_a_new_session_goes_to_the_freest_server() 
 async def test_a_session_stays_on_its_server_and_slot() -> None:
     fakes = [server(2), server(2)]
     async with pool(*fakes) as p:
-        first, _ = await turn(p, request("a"))
-        second, _ = await turn(p, request("b"))
-        again = [(await turn(p, request("a")))[0] for _ in range(3)]
+        a, b = on(0), on(1)
+        first, _ = await turn(p, request(a))
+        second, _ = await turn(p, request(b))
+        again = [(await turn(p, request(a)))[0] for _ in range(3)]
         assert idle(p)
     assert (first.server, second.server) == ("http://s0", "http://s1")
     assert again == [Routed("http://s0", first.slot, "sticky")] * 3
@@ -135,12 +151,13 @@ async def test_no_session_goes_to_the_freest_server_each_time() -> None:
 async def test_a_session_whose_slot_is_busy_moves_to_a_free_server() -> None:
     fakes = [server(1), server(1)]
     fakes[1].busy = {0}
+    a = on(0)
     async with pool(*fakes) as p:
-        first, _ = await turn(p, request("a"))
+        first, _ = await turn(p, request(a))
         fakes[0].busy, fakes[1].busy = {0}, set()  # another client took a's slot
         p._balancer.servers[0].released.clear()  # ... well after a's turn ended
         await turn(p, request("b"))  # b looks, and sees it
-        moved, _ = await turn(p, request("a"))
+        moved, _ = await turn(p, request(a))
     assert first == Routed("http://s0", 0, "new session")
     assert moved.reason == "slot busy"
     assert moved.cache_lost
@@ -150,9 +167,9 @@ async def test_a_session_busy_with_its_own_request_stays_in_line() -> None:
     gate = anyio.Event()
     fakes = [server(1, hold=gate), server(1)]
     async with pool(*fakes) as p:
-        first = p.chat(request("a"))
+        first = p.chat(request(on(0)))
         assert (await first.__anext__()) == Routed("http://s0", 0, "new session")
-        second = p.chat(request("a"))
+        second = p.chat(request(on(0)))
         assert (await second.__anext__()) == Routed("http://s0", 0, "sticky")
         gate.set()
         async with anyio.create_task_group() as tg:
@@ -183,12 +200,13 @@ async def test_without_slots_the_pool_counts_its_own_requests() -> None:
 
 async def test_a_down_server_is_left_out_and_its_sessions_move() -> None:
     fakes = [server(2), server(2)]
+    a = on(0)
     async with pool(*fakes) as p:
-        first, _ = await turn(p, request("a"))
+        first, _ = await turn(p, request(a))
         fakes[0].down = True
         await turn(p, request("b"))  # its look finds s0 down
-        moved, _ = await turn(p, request("a"))
-        again, _ = await turn(p, request("a"))
+        moved, _ = await turn(p, request(a))
+        again, _ = await turn(p, request(a))
     assert first.server == "http://s0"
     assert moved == Routed("http://s1", moved.slot, "failover")
     assert moved.cache_lost
@@ -218,7 +236,7 @@ async def test_a_pool_of_routers_never_loads_a_model_by_looking() -> None:
 async def test_a_refused_chat_fails_over_before_any_output() -> None:
     fakes = [server(2).fail(down=True), server(2)]  # s0 dies as the chat comes
     async with pool(*fakes) as p:
-        events = [e async for e in p.chat(request("a"))]
+        events = [e async for e in p.chat(request(on(0)))]
         assert idle(p)
     routed = [e for e in events if isinstance(e, Routed)]
     assert [r.reason for r in routed] == ["new session", "failover"]
@@ -231,7 +249,7 @@ async def test_a_busy_answer_is_retried_on_the_same_server() -> None:
     busy = FakeLlama(n_slots=2).fail(error="Service Unavailable", status=503).reply(ok)
     fakes = [busy, server(2)]
     async with pool(*fakes) as p:
-        events = [e async for e in p.chat(request("a"))]
+        events = [e async for e in p.chat(request(on(0)))]
     assert [type(e).__name__ for e in events[:2]] == ["Routed", "Retrying"]
     assert [e for e in events if isinstance(e, Routed)] == [Routed("http://s0", 0, "new session")]
     assert len(fakes[0].requests) == 2
@@ -245,7 +263,7 @@ async def test_a_down_server_is_tried_again_after_its_backoff() -> None:
         first, _ = await turn(p, request("a"))
         fakes[0].down = False
         await anyio.sleep(0.6)  # the first backoff is 0.5 s
-        routed, _ = await turn(p, request("b"))
+        routed, _ = await turn(p, request(on(0)))
     assert first.server == "http://s1"
     assert routed == Routed("http://s0", 0, "new session")
 
@@ -265,7 +283,7 @@ async def test_a_stream_cut_after_output_is_never_run_elsewhere() -> None:
         seen: list[ChatEvent] = []
 
         async def run() -> None:
-            async for event in p.chat(request("a")):
+            async for event in p.chat(request(on(0))):
                 seen.append(event)
 
         with pytest.raises(StreamClosedEarlyError) as caught:
@@ -400,10 +418,47 @@ async def test_a_chat_naming_its_model_goes_to_the_servers_with_that_model() -> 
             p.chat(request("x", model="zzz"))
     assert routed.reason == "sticky"
     assert {c.settings["model"] for f in routers for c in f.requests} == {"b"}
-    assert all(len(f.requests) >= 2 for f in routers)  # spread over both routers
+    # Each session on its rendezvous router among the two that have the model.
+    names = ["http://r0#b", "http://r1#b"]
+    expected = [max((0, 1), key=lambda r: weight(f"b{i}", names[r])) for i in range(4)]
+    assert [len(f.requests) for f in routers] == [
+        expected.count(r) + (r == expected[0]) for r in (0, 1)
+    ]
 
 
 async def test_servers_naming_no_model_take_any() -> None:
     async with pool(server(1), server(1)) as p:
         routed, _ = await turn(p, request("a", model="whatever"))
     assert routed.reason == "new session"
+
+
+async def test_a_server_deferring_requests_takes_no_new_session_while_another_is_free() -> None:
+    """Its /metrics say llama-server has requests waiting for a slot (another client's):
+    a new session whose first choice it is goes to the next server with a free slot."""
+    fakes = [server(2, metrics={"llamacpp:requests_deferred": 3}), server(2, metrics={})]
+    async with pool(*fakes) as p:
+        routed, _ = await turn(p, request(on(0)))
+        assert p._balancer.servers[0].deferred == 3
+    assert routed.server == "http://s1"
+
+
+async def test_a_server_without_metrics_is_not_asked_again() -> None:
+    fakes = [server(2), server(2)]  # no --metrics: 501
+    async with pool(*fakes) as p:
+        for i in range(3):
+            await turn(p, request(f"s{i}"))
+    assert [len(looks(f, "/metrics")) for f in fakes] == [1, 1]
+
+
+async def test_client_metrics_reads_the_prometheus_samples() -> None:
+    samples = {"llamacpp:requests_deferred": 2.0, "llamacpp:n_busy_slots_per_decode": 1.5}
+    fake = FakeLlama(metrics=samples)
+    async with Client(Config(fake.url), transport=fake.transport()) as client:
+        assert await client.metrics() == {
+            "llamacpp:requests_deferred": 2.0,
+            "llamacpp:n_busy_slots_per_decode": 1.5,
+        }
+    async with Client(Config(fake.url), transport=FakeLlama().transport()) as client:
+        with pytest.raises(HTTPStatusError) as info:
+            await client.metrics()
+    assert info.value.status == 501

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from llamaclient._turn.balancer import Balancer, Route
+from llamaclient._turn.balancer import Balancer, Route, weight
 
 
 def test_a_session_whose_server_is_not_allowed_for_this_request_goes_elsewhere() -> None:
@@ -27,3 +27,97 @@ def test_a_session_without_a_slot_of_its_own_leaves_no_owner_behind() -> None:
     balancer.start("b", Route(1, None, "new session"))  # "a" is forgotten
     assert balancer.session_server("a") is None
     assert [s.owners for s in balancer.servers] == [set(), set()]
+
+
+# -- rendezvous hashing with bounded load -----------------------------------------------------
+NAMES = ["http://10.0.0.1:8080", "http://10.0.0.2:8080", "http://10.0.0.3:8080"]
+SESSIONS = [f"agent-{i}" for i in range(3000)]
+
+
+def balancer(names: list[str] = NAMES) -> Balancer:
+    made = Balancer(len(names), names=names)
+    for server in made.servers:
+        server.slots = 2
+    return made
+
+
+def placed(b: Balancer, sessions: list[str], now: float = 0.0) -> dict[str, int]:
+    """Where each new session goes, one at a time (each turn over before the next)."""
+    where = {}
+    for session in sessions:
+        route = b.route(session, None, now)
+        assert route is not None
+        b.start(session, route)
+        b.finish(session, route, now)
+        where[session] = route.server
+    return where
+
+
+def test_two_processes_put_every_session_on_the_same_server_sharing_nothing() -> None:
+    """Two balancers (two processes, or one restarted), different arrival orders."""
+    first = placed(balancer(), SESSIONS)
+    second = placed(balancer(), list(reversed(SESSIONS)))
+    assert first == second
+    shares = [list(first.values()).count(i) / len(SESSIONS) for i in range(3)]
+    assert all(0.3 < share < 0.37 for share in shares), shares
+
+
+def test_a_server_that_leaves_moves_only_its_own_sessions() -> None:
+    before = placed(balancer(), SESSIONS)
+    fewer = placed(balancer(NAMES[:2]), SESSIONS)
+    moved = [s for s in SESSIONS if before[s] != fewer.get(s, -1)]
+    assert all(before[s] == 2 for s in moved)  # only the leaving server's sessions move
+    assert len(moved) / len(SESSIONS) <= 1 / 3 + 0.04
+    joined = placed(balancer([*NAMES, "http://10.0.0.4:8080"]), SESSIONS)
+    moved = [s for s in SESSIONS if before[s] != joined[s]]
+    assert all(joined[s] == 3 for s in moved)  # only to the joining server
+    assert len(moved) / len(SESSIONS) <= 1 / 4 + 0.04
+
+
+def test_a_server_over_the_load_bound_is_skipped() -> None:
+    """Its first choice holds 3 of our requests (the mean with this one: 4/3; the bound,
+    x 1.25 rounded up: 2): the next server in the session's order."""
+    b = balancer()
+    session = next(s for s in SESSIONS if placed(balancer(), [s])[s] == 0)
+    for _ in range(3):
+        b.start(None, Route(0, None, "new session"))
+    route = b.route(session, None, 0.0)
+    assert route is not None
+    assert route.server != 0
+    order = sorted(range(3), key=lambda i: weight(session, NAMES[i]), reverse=True)
+    assert route.server == order[1]
+
+
+def test_busy_slots_count_as_load_everyone_elses_too() -> None:
+    b = balancer()
+    session = next(s for s in SESSIONS if placed(balancer(), [s])[s] == 0)
+    b.servers[0].saw([True, True], 0.0)  # another process's requests
+    route = b.route(session, None, 0.0)
+    assert route is not None
+    assert route.server != 0
+
+
+def test_a_server_deferring_requests_takes_no_new_session_while_another_has_a_free_slot() -> None:
+    b = balancer()
+    session = next(s for s in SESSIONS if placed(balancer(), [s])[s] == 0)
+    b.servers[0].deferred = 2
+    route = b.route(session, None, 0.0)
+    assert route is not None
+    assert route.server != 0
+    for server in b.servers[1:]:
+        server.saw([True, True], 0.0)  # every other slot busy: deferring or not, all alike
+    b.servers[0].saw([True, True], 0.0)
+    route = b.route(session, None, 0.0)
+    assert route is not None
+    assert route.server == 0
+
+
+def test_a_failover_goes_to_the_next_server_in_the_sessions_order() -> None:
+    b = balancer()
+    session = SESSIONS[0]
+    first = placed(b, [session])[session]
+    b.servers[first].failed(0.0)
+    route = b.route(session, None, 0.1)
+    assert route is not None
+    order = sorted(range(3), key=lambda i: weight(session, NAMES[i]), reverse=True)
+    assert (route.server, route.reason) == (order[1], "failover")
