@@ -69,7 +69,16 @@ from ._types.messages import (
 from ._types.models import ModelInfo
 from ._types.openai import from_openai, to_openai
 from ._types.request import ChatRequest
-from ._types.server import GenerationSettings, Modalities, Props, Slot, TemplateCaps
+from ._types.server import (
+    GenerationSettings,
+    Modalities,
+    Props,
+    Slot,
+    SlotErased,
+    SlotRestored,
+    SlotSaved,
+    TemplateCaps,
+)
 from ._types.state import StreamState
 from ._types.totals import ModelUsage, UsageTotals
 
@@ -132,6 +141,9 @@ __all__ = [
     "RunOutcome",
     "ServerError",
     "Slot",
+    "SlotErased",
+    "SlotRestored",
+    "SlotSaved",
     "StalledError",
     "StreamClosedEarlyError",
     "StreamState",

@@ -36,10 +36,11 @@ from ._turn.phase import CANCEL_TIMEOUT, stream_path
 from ._turn.plan import Plan, Target
 from ._types.completion import Completion
 from ._types.config import Config
+from ._types.errors import ProtocolError
 from ._types.messages import media_kinds
 from ._types.models import ModelInfo
 from ._types.request import ChatRequest
-from ._types.server import Props, Slot
+from ._types.server import Props, Slot, SlotErased, SlotRestored, SlotSaved
 from ._types.totals import UsageTotals
 from ._types.typed import OutputType, output_type
 
@@ -279,6 +280,33 @@ class Client:
         ``HTTPStatusError``, 501): its Prometheus samples by name, ``llamacpp:`` included
         (``metrics["llamacpp:requests_deferred"]``)."""
         return metrics_from(await self._endpoint.get_bytes("/metrics"))
+
+    async def save_slot(self, slot: int, filename: str) -> SlotSaved:
+        """Write slot ``slot``'s prompt cache to ``filename`` in the server's
+        ``--slot-save-path`` (a plain name: no directories). Without that flag the server
+        answers 501 (``HTTPStatusError``)."""
+        return await self._slot_action(slot, "save", {"filename": filename}, SlotSaved)
+
+    async def restore_slot(self, slot: int, filename: str) -> SlotRestored:
+        """Read ``filename`` (saved by :meth:`save_slot`) back into slot ``slot``: a turn
+        whose prompt starts with it reuses it instead of evaluating it. A file that is not
+        there, or does not fit, is a 400 ``HTTPStatusError``."""
+        return await self._slot_action(slot, "restore", {"filename": filename}, SlotRestored)
+
+    async def erase_slot(self, slot: int) -> SlotErased:
+        """Drop slot ``slot``'s prompt cache."""
+        return await self._slot_action(slot, "erase", {}, SlotErased)
+
+    async def _slot_action(self, slot: int, action: str, body: Any, kind: type[T]) -> T:
+        path = f"/slots/{slot}?action={action}"
+        answer = await self._endpoint.post_json(path, body)
+        if isinstance(answer, dict) and isinstance(answer.get("timings"), dict):
+            answer = {**answer, **answer["timings"]}
+        try:
+            return msgspec.convert(answer, kind)
+        except msgspec.ValidationError as exc:
+            raw = msgspec.json.encode(answer)
+            raise ProtocolError(f"POST {path}: not a slot answer ({exc})", raw) from None
 
     async def slots(self) -> list[Slot]:
         """``GET /slots``: one :class:`Slot` per slot (``id``, ``is_processing``, ``n_ctx``,

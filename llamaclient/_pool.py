@@ -19,6 +19,7 @@ import anyio
 import msgspec
 
 from ._client import Client, _output_spec, plan_for, stream_for
+from ._driver.hibernation import Hibernation
 from ._driver.limiter import Limiter
 from ._driver.logs import log_turns
 from ._driver.observe import Instrument, observer_for
@@ -67,9 +68,11 @@ class Pool:
         *,
         transports: Sequence[Transport] | None = None,
         limiter: Limiter | None = None,
+        hibernate_after: float | None = None,
     ) -> None:
         if not configs:
             raise ValueError("a Pool needs at least one Config")
+        self._hibernation = None if hibernate_after is None else Hibernation(hibernate_after)
         if transports is not None and len(transports) != len(configs):
             raise ValueError("give one transport per config")
         self.clients: tuple[Client, ...] = tuple(
@@ -177,12 +180,18 @@ class Pool:
         now = anyio.current_time()
         if exclude is not None:
             balancer.servers[exclude].failed(now)
+        if self._hibernation is not None:  # idle sessions give their slots up first
+            await self._hibernation.sleep_idle(balancer, self.clients, time.monotonic())
         if balancer.needs_look(session, slot, now):
             await self._look()
             now = anyio.current_time()
         route = balancer.route(session, slot, now, self._servers_for(request))
         if route is None:
             raise ConnectError("no server of the pool is up")
+        if self._hibernation is not None and session in self._hibernation.asleep:
+            route, restore = balancer.wake(session, route)
+            if not restore:
+                self._hibernation.asleep.pop(session, None)  # re-prefilled where it goes
         balancer.start(session, route)
         return route
 
@@ -314,6 +323,9 @@ class _Routing:
             route = route._replace(reason="failover")
         self._current = route
         client = pool.clients[route.server]
+        session, sleeping = self._request.session, pool._hibernation
+        if sleeping is not None and session in sleeping.asleep and route.slot is not None:
+            await sleeping.restore(client, session, route.slot)  # its saved prompt, back
         request = _pinned(self._request, route)
         body = build_body(client.config, request)
         limited = client._shared.limiter is not None

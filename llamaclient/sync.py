@@ -37,6 +37,9 @@ from . import (
     Routed,
     RunOutcome,
     Slot,
+    SlotErased,
+    SlotRestored,
+    SlotSaved,
     StreamState,
     ToolResult,
     Tools,
@@ -315,6 +318,25 @@ class Client(_Blocking[AsyncClient]):
     def props(self) -> Props:
         """``GET /props``, typed."""
         return self._loop.run(self._async.props)
+
+    def metrics(self) -> dict[str, float]:
+        """``GET /metrics``'s samples (see ``Client.metrics``)."""
+        return self._loop.run(self._async.metrics)
+
+    def save_slot(self, slot: int, filename: str) -> SlotSaved:
+        """See ``Client.save_slot``."""
+        client = self._async
+        return self._loop.run(lambda: client.save_slot(slot, filename))
+
+    def restore_slot(self, slot: int, filename: str) -> SlotRestored:
+        """See ``Client.restore_slot``."""
+        client = self._async
+        return self._loop.run(lambda: client.restore_slot(slot, filename))
+
+    def erase_slot(self, slot: int) -> SlotErased:
+        """See ``Client.erase_slot``."""
+        client = self._async
+        return self._loop.run(lambda: client.erase_slot(slot))
 
     def slots(self) -> list[Slot]:
         """``GET /slots``, typed."""

@@ -207,6 +207,20 @@ class Endpoint:
             raise error
         return data
 
+    async def post_json(self, path: str, body: Any) -> Any:
+        """``POST path`` with the JSON ``body`` (``?model=`` as for a GET), decoded; a non-2xx
+        answer is its typed error."""
+        path = self.model_path(path)
+        status, data = await self.call("POST", path, msgspec.json.encode(body))
+        if status >= 400:
+            error = status_error(status, data)
+            hide_key(error, self.config.api_key)
+            raise error
+        try:
+            return ANY_DECODER.decode(data)
+        except (msgspec.DecodeError, RecursionError):
+            raise ProtocolError(f"POST {path}: the answer is not JSON", data) from None
+
     async def get_json(self, path: str) -> Any:
         """``GET path`` (with ``?model=``, see :meth:`model_path`), decoded."""
         data = await self.get_bytes(path)

@@ -137,12 +137,14 @@ class ServerState:
 
 
 class _Session:
-    __slots__ = ("inflight", "server", "slot")
+    __slots__ = ("asleep", "inflight", "last", "server", "slot")
 
     def __init__(self, server: int, slot: int | None) -> None:
         self.server = server
         self.slot = slot  # its own slot on that server, if it got one
         self.inflight = 0
+        self.last = 0.0  # when its last request ended
+        self.asleep = False  # its slot was saved to disk and given up (hibernation)
 
 
 class Balancer:
@@ -318,10 +320,49 @@ class Balancer:
         known = self._sessions.get(session) if session is not None else None
         if known is not None and known.inflight:
             known.inflight -= 1
+        if known is not None:
+            known.last = now
+
+    # -- hibernation: idle sessions give their slot up, saved to disk -------------------------
+    def idle(self, now: float, after: float) -> list[tuple[str, int, int]]:
+        """``(session, server, slot)`` of each session with a slot of its own and nothing in
+        flight whose last request ended ``after`` seconds before ``now`` or earlier."""
+        return [
+            (name, known.server, known.slot)
+            for name, known in self._sessions.items()
+            if known.slot is not None and not known.inflight and now - known.last >= after
+        ]
+
+    def sleep(self, session: str) -> None:
+        """``session``'s slot was saved and erased: it is free for another session."""
+        known = self._sessions[session]
+        server = self.servers[known.server]
+        if known.slot is not None:
+            server.owners.discard(known.slot)
+        if not known.asleep:
+            server.sessions -= 1  # not one of the server's sessions while it sleeps
+        known.slot, known.asleep = None, True
+
+    def wake(self, session: str | None, route: Route) -> tuple[Route, bool]:
+        """``route`` for a hibernated ``session`` pinned to a slot of its own again (where
+        one is free), and whether its saved prompt is to be restored into it."""
+        known = self._sessions.get(session) if session is not None else None
+        if known is None or not known.asleep or known.server != route.server:
+            return route, False
+        known.asleep = False
+        server = self.servers[route.server]
+        slot = route.slot if route.slot is not None else self._own_slot(server)
+        server.sessions += 1
+        if slot is None:
+            return route, False
+        known.slot = slot
+        server.owners.add(slot)
+        return route._replace(slot=slot), True
 
     def _leave(self, known: _Session) -> None:
         server = self.servers[known.server]
-        server.sessions -= 1
+        if not known.asleep:
+            server.sessions -= 1
         if known.slot is not None:
             server.owners.discard(known.slot)
 

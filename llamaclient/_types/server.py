@@ -13,7 +13,16 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["GenerationSettings", "Modalities", "Props", "Slot", "TemplateCaps"]
+__all__ = [
+    "GenerationSettings",
+    "Modalities",
+    "Props",
+    "Slot",
+    "SlotErased",
+    "SlotRestored",
+    "SlotSaved",
+    "TemplateCaps",
+]
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -125,3 +134,35 @@ def _next_token(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     if isinstance(entries, list) and entries and isinstance(entries[0], Mapping):
         return entries[0]
     return _EMPTY
+
+
+class SlotSaved(msgspec.Struct, frozen=True, kw_only=True):
+    """``POST /slots/{id}?action=save``: slot ``id_slot``'s prompt cache written to
+    ``filename`` (in the server's ``--slot-save-path``): ``n_saved`` tokens, ``n_written``
+    bytes, in ``save_ms``."""
+
+    id_slot: int
+    filename: str
+    n_saved: int
+    n_written: int
+    save_ms: float | None = None
+
+
+class SlotRestored(msgspec.Struct, frozen=True, kw_only=True):
+    """``POST /slots/{id}?action=restore``: ``n_restored`` tokens (``n_read`` bytes) read
+    back into slot ``id_slot`` from ``filename``, in ``restore_ms``: the next turn's prompt
+    that starts with them is not evaluated again."""
+
+    id_slot: int
+    filename: str
+    n_restored: int
+    n_read: int
+    restore_ms: float | None = None
+
+
+class SlotErased(msgspec.Struct, frozen=True, kw_only=True):
+    """``POST /slots/{id}?action=erase``: slot ``id_slot``'s prompt cache dropped
+    (``n_erased`` tokens)."""
+
+    id_slot: int
+    n_erased: int

@@ -82,6 +82,7 @@ class FakeLlama(Serving):
         models_max: int = 4,
         api_key: str | None = None,
         metrics: dict[str, float] | None = None,
+        slot_save_path: bool = False,
     ) -> None:
         self.model = model
         self.n_ctx = n_ctx
@@ -90,6 +91,8 @@ class FakeLlama(Serving):
         self.url = url
         self.slots_endpoint = slots_endpoint
         self.metrics = metrics  # GET /metrics's samples (None: 501, no --metrics)
+        # Saved slot files (name -> tokens), with --slot-save-path; None: 501 without it.
+        self.slot_files: dict[str, int] | None = {} if slot_save_path else None
         self.models: dict[str, FakeModel] = (
             dict(models) if isinstance(models, Mapping) else {m: FakeModel() for m in models}
         )

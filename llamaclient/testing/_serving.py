@@ -78,6 +78,7 @@ class Serving:
     resumable: bool
     slots_endpoint: bool
     metrics: dict[str, float] | None
+    slot_files: dict[str, int] | None
     models: dict[str, FakeModel]
     load_looks: int
     models_max: int
@@ -171,6 +172,8 @@ class Serving:
             return self._slots()
         if method == "GET" and path == "/metrics":
             return self._metrics()
+        if method == "POST" and path.startswith("/slots/"):
+            return self._slot_file(path, call.query.get("action"), call.body)
         if method == "GET" and path in ("/v1/models", "/models"):
             return json_response(
                 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]}
@@ -206,6 +209,27 @@ class Serving:
             return error_response(501, "This server does not support metrics endpoint.")
         text = "".join(f"# TYPE {k} gauge\n{k} {v}\n" for k, v in self.metrics.items())
         return FakeResponse(200, _PROMETHEUS, [text.encode()], None)
+
+    def _slot_file(self, path: str, action: str | None, body: Any) -> FakeResponse:
+        """``POST /slots/{id}?action=save|restore|erase``: ``slot_files`` (None: 501, as
+        without ``--slot-save-path``) holds each saved file's token count."""
+        files = self.slot_files
+        if files is None:
+            return error_response(501, "This server does not support slots action.")
+        slot = int(path.rsplit("/", 1)[1]) % self.n_slots
+        name = body.get("filename", "") if isinstance(body, dict) else ""
+        tokens = 100 + 10 * slot  # what a slot holds, as far as this fake knows
+        if action == "save":
+            files[name] = tokens
+            saved = {"n_saved": tokens, "n_written": tokens * 400, "timings": {"save_ms": 1.0}}
+            return json_response(200, {"id_slot": slot, "filename": name, **saved})
+        if action == "restore":
+            if name not in files:
+                return error_response(400, "Unable to restore slot: invalid slot save file")
+            n = files[name]
+            read = {"n_restored": n, "n_read": n * 400, "timings": {"restore_ms": 1.0}}
+            return json_response(200, {"id_slot": slot, "filename": name, **read})
+        return json_response(200, {"id_slot": slot, "n_erased": tokens})
 
     def _slots(self) -> FakeResponse:
         if not self.slots_endpoint:
