@@ -59,7 +59,10 @@ class Pool:
     left out and looked at again with backoff; a session on it moves (``Routed(reason=
     "failover")``: the prompt cache is lost). Once output has started, a broken stream is
     resumed on its own server (``Config.resume``), never re-run elsewhere. Each config may
-    name a router's ``model``. Use ``async with Pool(...) as pool``.
+    name a router's ``model``. ``hibernate_after``: seconds after which an idle session's
+    slot is saved to a file on its server and freed, then restored before its next turn
+    (llama-server's ``--slot-save-path``; see docs/router-and-pool.md). Use ``async with
+    Pool(...) as pool``.
     """
 
     def __init__(
