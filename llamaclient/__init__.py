@@ -78,6 +78,7 @@ from ._types.server import (
     SlotRestored,
     SlotSaved,
     TemplateCaps,
+    TokenPiece,
 )
 from ._types.state import StreamState
 from ._types.totals import ModelUsage, UsageTotals
@@ -149,6 +150,7 @@ __all__ = [
     "StreamState",
     "SystemMessage",
     "TemplateCaps",
+    "TokenPiece",
     "TextPart",
     "ThinkingCapped",
     "ThinkingOverrunError",

@@ -17,16 +17,15 @@ import anyio
 import msgspec
 
 from ._arguments.output import OutputDecoder
+from ._calls import ServerCalls
 from ._driver.endpoint import Endpoint
 from ._driver.limiter import Limiter
 from ._driver.logs import log_turns
-from ._driver.models import list_models, load_model, unload_model
 from ._driver.observe import Instrument, Observer, observer_for
 from ._driver.perform import Performer, Router
 from ._driver.shared import Shared
 from ._driver.tracing import trace_turns
 from ._protocol.body import build_body
-from ._protocol.info import metrics_from, props_from, slots_from
 from ._stream import ChatStream
 from ._tools import ToolRun, Tools, run_tools
 from ._transports.base import Transport, TransportError
@@ -36,11 +35,8 @@ from ._turn.phase import CANCEL_TIMEOUT, stream_path
 from ._turn.plan import Plan, Target
 from ._types.completion import Completion
 from ._types.config import Config
-from ._types.errors import ProtocolError
 from ._types.messages import media_kinds
-from ._types.models import ModelInfo
 from ._types.request import ChatRequest
-from ._types.server import Props, Slot, SlotErased, SlotRestored, SlotSaved
 from ._types.totals import UsageTotals
 from ._types.typed import OutputType, output_type
 
@@ -94,7 +90,7 @@ def stream_for(
     return kind(turn, io, plan.request, live=live, lenient=lenient, decoder=plan.decoder)
 
 
-class Client:
+class Client(ServerCalls):
     """An async client for one llama-server (asyncio, or trio through httpx).
 
     ``Client(config)`` picks the transport on first use (see ``Config.transport``); pass
@@ -239,79 +235,6 @@ class Client:
             max_tokens_total=max_tokens_total,
             configs=(self.config,),
         )
-
-    async def models(self) -> list[ModelInfo]:
-        """``GET /models``: a router's models with their status (``loaded``, ``loading``,
-        ``unloaded``, ...; ``failed`` and ``exit_code`` after a failed load). A plain
-        llama-server lists its one model as ``loaded``."""
-        return await list_models(self._endpoint, self._shared.known)
-
-    async def load_model(self, name: str, *, wait: bool = True) -> bool:
-        """Ask a router to load model ``name`` (``POST /models/load``). With ``wait`` (the
-        default) return once it is ready: ``ModelLoadError`` (with the exit code) if the load
-        fails, ``LoadTimeoutError`` past ``load_timeout``. False if it was already running;
-        ``ModelNotFoundError`` for a name the router does not know, ``ModelLimitError`` when
-        it is at ``--models-max`` and cannot unload one."""
-        return await load_model(self._endpoint, name, wait=wait)
-
-    async def unload_model(self, name: str, *, wait: bool = True) -> bool:
-        """Ask a router to stop model ``name`` (``POST /models/unload``); False if it was not
-        running. With ``wait`` (the default) return once its process has exited.
-        ``ModelNotFoundError`` for a name the router does not know."""
-        return await unload_model(self._endpoint, name, wait=wait)
-
-    async def health(self) -> dict[str, Any]:
-        """``GET /health``: ``{"status": "ok"}`` once the model is loaded (with
-        ``Config.model`` set, ``?model=`` names it to a router)."""
-        result: dict[str, Any] = await self._endpoint.get_json("/health")
-        return result
-
-    async def props(self) -> Props:
-        """``GET /props``: the slot context size, the slot count, the model, the chat template
-        and its capabilities, the input modalities. ``.raw`` holds the whole answer."""
-        props = props_from(await self._endpoint.get_json("/props"))
-        known = self._shared.known
-        known.modalities = props.modalities if "modalities" in props.raw else None
-        known.media_known = True
-        return props
-
-    async def metrics(self) -> dict[str, float]:
-        """``GET /metrics`` (a server started with ``--metrics``; else an
-        ``HTTPStatusError``, 501): its Prometheus samples by name, ``llamacpp:`` included
-        (``metrics["llamacpp:requests_deferred"]``)."""
-        return metrics_from(await self._endpoint.get_bytes("/metrics"))
-
-    async def save_slot(self, slot: int, filename: str) -> SlotSaved:
-        """Write slot ``slot``'s prompt cache to ``filename`` in the server's
-        ``--slot-save-path`` (a plain name: no directories). Without that flag the server
-        answers 501 (``HTTPStatusError``)."""
-        return await self._slot_action(slot, "save", {"filename": filename}, SlotSaved)
-
-    async def restore_slot(self, slot: int, filename: str) -> SlotRestored:
-        """Read ``filename`` (saved by :meth:`save_slot`) back into slot ``slot``: a turn
-        whose prompt starts with it reuses it instead of evaluating it. A file that is not
-        there, or does not fit, is a 400 ``HTTPStatusError``."""
-        return await self._slot_action(slot, "restore", {"filename": filename}, SlotRestored)
-
-    async def erase_slot(self, slot: int) -> SlotErased:
-        """Drop slot ``slot``'s prompt cache."""
-        return await self._slot_action(slot, "erase", {}, SlotErased)
-
-    async def _slot_action(self, slot: int, action: str, body: Any, kind: type[T]) -> T:
-        path = f"/slots/{slot}?action={action}"
-        answer = await self._endpoint.post_json(path, body)
-        if isinstance(answer, dict) and isinstance(answer.get("timings"), dict):
-            answer = {**answer, **answer["timings"]}
-        try:
-            return msgspec.convert(answer, kind)
-        except msgspec.ValidationError as exc:
-            raw = msgspec.json.encode(answer)
-            raise ProtocolError(f"POST {path}: not a slot answer ({exc})", raw) from None
-
-    async def slots(self) -> list[Slot]:
-        """``GET /slots``: one :class:`Slot` per slot (``id``, ``is_processing``, ``n_ctx``,
-        ...); each keeps its whole entry in ``.raw``."""
-        return slots_from(await self._endpoint.get_json("/slots"))
 
 
 def _output_spec(request: ChatRequest, output: type[Any] | Mapping[str, Any]) -> OutputType[Any]:

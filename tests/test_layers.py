@@ -27,6 +27,8 @@ RANK = {
     # The tool box and its loop over a chat: Client.run_tools and Pool.run_tools wrap it, so
     # it sits right under them (it only needs a ``chat`` callable and the stream it returns).
     "_tools": 5,
+    # The server's endpoints beside chat, a mixin of Client.
+    "_calls": 5,
     "_client": 6,
     "_pool": 7,
     "__init__": 8,

@@ -34,6 +34,7 @@ from .commands import Command, Done
 from .opening import Opening, stream
 from .phase import Closing, Context, Header, Phase, Routing
 from .plan import Plan, Target
+from .preflight import preflight
 from .resuming import Resuming
 
 __all__ = ["EMPTY", "ChatTurn"]
@@ -57,7 +58,10 @@ def _stages(ctx: Context) -> Phase:
     def send() -> Phase:
         return Opening(ctx)
 
-    return media(ctx, lambda: models(ctx, lambda: slot_line(ctx, lambda: admission(ctx, send))))
+    def counted() -> Phase:
+        return preflight(ctx, lambda: slot_line(ctx, lambda: admission(ctx, send)))
+
+    return media(ctx, lambda: models(ctx, counted))
 
 
 class ChatTurn:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from .._protocol.models import router_error
 from .._protocol.retry import RETRYABLE_STATUS, retry_after_seconds
 from .._protocol.status import is_loading, status_error
-from .._types.errors import ResumeError
+from .._types.errors import ContextOverflowError, ResumeError
 from .._types.events import Resuming as ResumingEvent
 from .before import look
 from .commands import ReadAll, Send
@@ -117,6 +117,9 @@ class Opening(Phase):
         if status in RETRYABLE_STATUS and self._attempt < ctx.config.max_retries:
             return self._retry(f"HTTP {status}", self._after)
         error = status_error(status, data, self._location)
+        if isinstance(error, ContextOverflowError):  # the numbers, as the pre-flight gives them
+            asked = ctx.request.max_tokens
+            error.max_tokens = ctx.config.max_tokens if asked is None else asked
         if truncated:  # the start of the body is kept; the error says it was cut
             limit = ctx.config.max_error_body_bytes
             error.args = (f"{error} (the body was cut at max_error_body_bytes, {limit} bytes)",)

@@ -55,6 +55,11 @@ class Config(msgspec.Struct, frozen=True):
       insert``), the name of its cookie. The client keeps that one cookie, per session
       (a turn without one keeps it for its own requests), and sends it back; every other
       ``Set-Cookie`` is ignored. None (the default): no cookie is kept.
+    - ``preflight``: count each chat's prompt on the server before sending it (the template
+      applied, tools and all: ``Client.count_tokens``), and raise ``ContextOverflowError``
+      at once, with the numbers, when it and ``max_tokens`` do not fit a slot's context
+      (``n_ctx`` from ``/props``); a ``ChatRequest(preflight=...)`` decides for itself.
+      Off by default: the count is one more exchange before every chat.
 
     Memory limits (bytes; whatever the server sends, the client holds no more than these,
     and crossing one is a ``ProtocolError`` that names it):
@@ -96,6 +101,7 @@ class Config(msgspec.Struct, frozen=True):
     max_error_body_bytes: int = MAX_ERROR_BODY_BYTES
     session_header: str | None = "X-Session-Id"
     affinity_cookie: str | None = None
+    preflight: bool = False
 
     def __post_init__(self) -> None:
         for name in _LIMITS:

@@ -158,10 +158,16 @@ class AuthenticationError(HTTPStatusError):
 
 
 class ContextOverflowError(HTTPStatusError):
-    """The prompt does not fit the slot's context (``exceed_context_size_error``)."""
+    """The prompt does not fit the slot's context: the server's ``exceed_context_size_error``,
+    or, with ``Config(preflight=True)``, found before sending (``preflight`` True: the
+    prompt, counted by the server, plus ``max_tokens`` is more than ``n_ctx``; nothing was
+    evaluated). ``n_prompt_tokens``, ``max_tokens`` (the request's, None when unset) and
+    ``n_ctx`` (a slot's context) are the numbers."""
 
     n_prompt_tokens: int
     n_ctx: int
+    max_tokens: int | None
+    preflight: bool
 
     def __init__(
         self,
@@ -177,6 +183,8 @@ class ContextOverflowError(HTTPStatusError):
         super().__init__(status, body, message=message, type=type, code=code)
         self.n_prompt_tokens = n_prompt_tokens
         self.n_ctx = n_ctx
+        self.max_tokens: int | None = None
+        self.preflight = False
 
 
 class UnsupportedInputError(InferError):

@@ -50,6 +50,8 @@ class ChatRequest(msgspec.Struct, frozen=True):
     - ``extra``: more body fields for server options not modelled here; they override ours.
     - ``priority``: under a shared concurrency limit (a ``Limiter``), requests of a higher
       priority get a place first; requests of one priority in arrival order.
+    - ``preflight``: count the prompt before sending and refuse what does not fit
+      (``Config.preflight``, which None leaves to decide).
 
     Settings are checked when the request is made (a ``ValueError`` naming the field: a
     negative ``max_tokens``, a ``top_p`` above 1, an unknown ``tool_choice``, two tools of one
@@ -80,6 +82,7 @@ class ChatRequest(msgspec.Struct, frozen=True):
     session: str | None = None
     model: str | None = None
     priority: int = 0
+    preflight: bool | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.messages, str | bytes):

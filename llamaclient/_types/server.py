@@ -22,6 +22,7 @@ __all__ = [
     "SlotRestored",
     "SlotSaved",
     "TemplateCaps",
+    "TokenPiece",
 ]
 
 _EMPTY: Mapping[str, Any] = {}
@@ -166,3 +167,12 @@ class SlotErased(msgspec.Struct, frozen=True, kw_only=True):
 
     id_slot: int
     n_erased: int
+
+
+class TokenPiece(msgspec.Struct, frozen=True):
+    """A token of ``Client.tokenize(text, pieces=True)``: its ``id`` and the text it
+    stands for (``piece``; a byte sequence that is not whole UTF-8 comes as the server
+    sends it)."""
+
+    id: int
+    piece: str

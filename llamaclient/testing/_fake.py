@@ -52,12 +52,17 @@ class FakeLlama(Serving):
     request takes the next queued answer; ``fake.requests`` is what was sent, decoded, and
     ``fake.calls`` every HTTP request.
 
-    ``model`` is the model name in the chunks, ``n_ctx``/``n_slots`` what ``/props`` and
-    ``/slots`` report (``slots_endpoint=False``: ``/slots`` answers 501, as with
-    ``--no-slots``), ``resumable`` whether it offers resumable streams (a cut stream is then
+    ``model`` is the model name in the chunks, ``n_ctx``/``n_slots`` the server's ``-c``
+    and ``-np`` (``/props`` and ``/slots`` report a slot's context, ``n_ctx // n_slots``, as
+    llama-server does; ``slots_endpoint=False``: ``/slots`` answers 501, as with
+    ``--no-slots``), ``metrics`` the samples ``/metrics`` shows (None: 501, no
+    ``--metrics``), ``slot_save_path`` whether slots save to files (``--slot-save-path``),
+    ``resumable`` whether it offers resumable streams (a cut stream is then
     picked up where it broke, as llama-server with ``X-Conversation-Id`` does), ``api_key``
     the key every route but ``/health`` wants (``401 Invalid API Key`` without it, as with
-    ``--api-key``).
+    ``--api-key``). Its tokenizer (``/tokenize``, ``/detokenize``, ``/apply-template``,
+    ``/v1/chat/completions/input_tokens``) makes a token of each character and a line of
+    each message (``<|role|>content``).
 
     With ``models`` it is a router (llama-server without ``-m``): see :class:`FakeModel`.
     A load takes ``load_looks`` looks at ``GET /models``; at most ``models_max`` models run

@@ -3,6 +3,7 @@ llama-server answers it (a router's through :mod:`._router`)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter, deque
 from collections.abc import Mapping
@@ -38,6 +39,21 @@ Queued = tuple[Answer | Raw | ReplyFunction | None, Fault | None]
 
 
 _PROMETHEUS = (("Content-Type", "text/plain; version=0.0.4"),)
+_TOKEN_ROUTES = frozenset(
+    {"/tokenize", "/detokenize", "/apply-template", "/v1/chat/completions/input_tokens"}
+)
+
+
+def fake_template(messages: Any) -> str:
+    """This fake's chat template: ``<|role|>content`` a message, one a line, then the
+    assistant's turn begun (a message whose content is not text counts its JSON)."""
+    lines = []
+    for message in messages if isinstance(messages, list) else []:
+        entry = message if isinstance(message, dict) else {}
+        content = entry.get("content")
+        text = content if isinstance(content, str) else json.dumps(content)
+        lines.append(f"<|{entry.get('role', '?')}|>{text}")
+    return "\n".join([*lines, "<|assistant|>"])
 
 
 class _Settings(NamedTuple):
@@ -172,6 +188,8 @@ class Serving:
             return self._slots()
         if method == "GET" and path == "/metrics":
             return self._metrics()
+        if method == "POST" and path in _TOKEN_ROUTES:
+            return self._tokens(path, call.body)
         if method == "POST" and path.startswith("/slots/"):
             return self._slot_file(path, call.query.get("action"), call.body)
         if method == "GET" and path in ("/v1/models", "/models"):
@@ -187,7 +205,7 @@ class Serving:
     def props(self) -> dict[str, Any]:
         """What ``GET /props`` answers."""
         return {
-            "default_generation_settings": {"n_ctx": self.n_ctx, "params": {}},
+            "default_generation_settings": {"n_ctx": self.n_ctx // self.n_slots, "params": {}},
             "total_slots": self.n_slots,
             "model_alias": self.model,
             "model_path": f"/models/{self.model}.gguf",
@@ -209,6 +227,23 @@ class Serving:
             return error_response(501, "This server does not support metrics endpoint.")
         text = "".join(f"# TYPE {k} gauge\n{k} {v}\n" for k, v in self.metrics.items())
         return FakeResponse(200, _PROMETHEUS, [text.encode()], None)
+
+    def _tokens(self, path: str, body: Any) -> FakeResponse:
+        """The tokenizer routes. This fake's tokens are characters (the id is the code
+        point) and its template one line per message, ``<|role|>content``; a chat's prompt
+        is that, counted the same way (``input_tokens``)."""
+        body = body if isinstance(body, dict) else {}
+        if path == "/detokenize":
+            return json_response(200, {"content": "".join(map(chr, body.get("tokens", [])))})
+        if path == "/tokenize":
+            text = str(body.get("content", ""))
+            if body.get("with_pieces"):
+                return json_response(200, {"tokens": [{"id": ord(c), "piece": c} for c in text]})
+            return json_response(200, {"tokens": [ord(c) for c in text]})
+        prompt = fake_template(body.get("messages", []))
+        if path == "/apply-template":
+            return json_response(200, {"prompt": prompt})
+        return json_response(200, {"object": "response.input_tokens", "input_tokens": len(prompt)})
 
     def _slot_file(self, path: str, action: str | None, body: Any) -> FakeResponse:
         """``POST /slots/{id}?action=save|restore|erase``: ``slot_files`` (None: 501, as

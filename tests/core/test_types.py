@@ -79,7 +79,7 @@ def test_config_repr_shows_every_field_but_the_key() -> None:
     assert text.endswith(
         "thinking_grace=256, transport='auto', tls=None, max_event_bytes=8388608, "
         "max_body_bytes=8388608, max_error_body_bytes=65536, session_header='X-Session-Id', "
-        "affinity_cookie=None)"
+        "affinity_cookie=None, preflight=False)"
     )
     assert text.count("=") == len(Config.__struct_fields__)
     assert "api_key=None" in repr(Config("http://h:1"))  # no key: nothing to hide

@@ -121,3 +121,74 @@ def test_a_failover_goes_to_the_next_server_in_the_sessions_order() -> None:
     assert route is not None
     order = sorted(range(3), key=lambda i: weight(session, NAMES[i]), reverse=True)
     assert (route.server, route.reason) == (order[1], "failover")
+
+
+def test_a_request_without_a_session_goes_to_the_freest_allowed_server_or_nowhere() -> None:
+    b = balancer()
+    b.servers[0].saw([True, False], 0.0)
+    assert b.route(None, None, 0.0, allowed=(0,)) == Route(0, 1, "new session")
+    for server in b.servers:
+        server.failed(0.0)
+    assert b.route(None, None, 0.0) is None
+    assert b.route("a", None, 0.0) is None
+
+
+def test_a_session_whose_slot_is_busy_stays_when_no_other_server_has_a_free_one() -> None:
+    b = balancer(NAMES[:2])
+    route = b.route("a", None, 0.0)
+    assert route is not None
+    b.start("a", route)
+    b.finish("a", route, 0.0)
+    for server in b.servers:
+        server.saw([True, True], 10.0)  # everyone else's requests
+    again = b.route("a", None, 10.0)
+    assert again == Route(route.server, route.slot, "sticky")
+
+
+def test_idle_sessions_sleep_and_wake_with_a_slot_of_their_own_again() -> None:
+    b = Balancer(1, names=["s0"])
+    b.servers[0].slots = 1
+    route = b.route("a", None, 0.0)
+    assert route == Route(0, 0, "new session")
+    b.start("a", route)
+    assert b.idle(5.0, 10.0) == []  # in flight
+    b.finish("a", route, 1.0)
+    assert b.idle(5.0, 10.0) == []  # idle 4 s, not 10
+    assert b.idle(11.0, 10.0) == [("a", 0, 0)]
+    b.sleep("a")
+    b.sleep("a")  # twice: still one session less
+    assert (b.servers[0].sessions, b.servers[0].owners) == (0, set())
+    assert b.idle(20.0, 10.0) == []  # asleep: no slot to save
+    sticky = b.route("a", None, 20.0)
+    assert sticky == Route(0, None, "sticky")
+    woken, restore = b.wake("a", sticky)
+    assert (woken, restore) == (Route(0, 0, "sticky"), True)
+    assert (b.servers[0].sessions, b.servers[0].owners) == (1, {0})
+    assert b.wake("a", woken) == (woken, False)  # awake: nothing to do
+    assert b.wake(None, woken) == (woken, False)
+
+
+def test_a_sleeping_session_wakes_without_a_slot_when_none_is_free() -> None:
+    b = Balancer(1, names=["s0"])
+    b.servers[0].slots = 1
+    for name in ("a", "b"):
+        route = b.route(name, None, 0.0)
+        assert route is not None
+        b.start(name, route)
+        b.finish(name, route, 0.0)
+        if name == "a":
+            b.sleep("a")  # "b" then takes the slot
+    woken, restore = b.wake("a", Route(0, None, "sticky"))
+    assert (woken, restore) == (Route(0, None, "sticky"), False)
+
+
+def test_a_forgotten_sleeping_session_is_not_counted_twice() -> None:
+    b = Balancer(1, max_sessions=1, names=["s0"])
+    b.servers[0].slots = 2
+    route = b.route("a", None, 0.0)
+    assert route is not None
+    b.start("a", route)
+    b.finish("a", route, 0.0)
+    b.sleep("a")
+    b.start("b", Route(0, 1, "new session"))  # "a" is forgotten
+    assert b.servers[0].sessions == 1

@@ -7,6 +7,7 @@ of the first part: nothing lost or repeated."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,12 +16,14 @@ from devtools.recording import Recording, load
 from llamaclient import (
     Assembler,
     ChatEvent,
+    ChatRequest,
     Completion,
     ContextOverflowError,
     HTTPStatusError,
     Resuming,
     ServerError,
     UnsupportedInputError,
+    UserMessage,
     Waiting,
 )
 from llamaclient._turn.commands import Send
@@ -141,3 +144,19 @@ def test_a_recorded_cut_and_its_resumed_rest_are_one_turn_wherever_the_cut_falls
         assert [e for e in run.events if not isinstance(e, Resuming)] == expected, at
         assert [e.offset for e in run.events if isinstance(e, Resuming)] == [at]
         assert run.done.completion == completion, at
+
+
+def test_the_servers_overflow_carries_the_numbers_the_preflight_gives() -> None:
+    """The recorded ``exceed_context_size_error``: the prompt and the slot's context from
+    the server's error, ``max_tokens`` from the request (else the config)."""
+    r = RECORDINGS["context_overflow"]
+    request = ChatRequest([UserMessage("x")], max_tokens=77)
+    run = drive(turn(request), Server([recorded(r, r.chunks)]))
+    error = run.done.error
+    assert isinstance(error, ContextOverflowError)
+    body = json.loads(r.body)["error"]
+    assert (error.n_prompt_tokens, error.n_ctx) == (body["n_prompt_tokens"], body["n_ctx"])
+    assert (error.max_tokens, error.preflight) == (77, False)
+    unset = drive(turn(conf=config(max_tokens=33)), Server([recorded(r, r.chunks)])).done.error
+    assert isinstance(unset, ContextOverflowError)
+    assert unset.max_tokens == 33
