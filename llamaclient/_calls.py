@@ -65,6 +65,7 @@ class ServerCalls:
         props = props_from(await self._endpoint.get_json("/props"))
         known = self._shared.known
         known.modalities = props.modalities if "modalities" in props.raw else None
+        known.reasoning_effort = props.chat_template_caps.supports_reasoning_effort
         known.media_known = True
         return props
 

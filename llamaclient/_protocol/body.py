@@ -131,6 +131,8 @@ class _Body(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
     response_format: Mapping[str, Any] | None = None
     json_schema: Mapping[str, Any] | None = None
     sse_ping_interval: int | None = None
+    reasoning_effort: str | None = None
+    t_max_predict_ms: int | None = None
     chat_template_kwargs: _TemplateKwargs
 
 
@@ -164,6 +166,8 @@ def build_body(config: Config, request: ChatRequest, *, stream: bool = True) -> 
         response_format=request.response_format,
         json_schema=request.json_schema,
         sse_ping_interval=request.sse_ping_interval,
+        reasoning_effort=request.reasoning_effort,
+        t_max_predict_ms=None if request.max_time is None else round(request.max_time * 1000),
         chat_template_kwargs=_TemplateKwargs(enable_thinking=request.thinking),
     )
     if not request.extra:

@@ -60,8 +60,9 @@ def _call(ctx: Context, method: str, path: str, **fields: Any) -> Call:
 # -- the inputs the server can take -------------------------------------------------------
 def media(ctx: Context, then: Next) -> Phase:
     """``UnsupportedInputError`` when the request holds images or audio the server cannot
-    take: its ``/props`` (asked once per client) say so before the request is sent."""
-    if not ctx.plan.media:
+    take, or asks for a ``reasoning_effort`` its chat template cannot render: its
+    ``/props`` (asked once per client) say so before the request is sent."""
+    if not ctx.plan.media and ctx.request.reasoning_effort is None:
         return then()
     if ctx.known.media_known:
         return _judge(ctx, then)
@@ -69,6 +70,15 @@ def media(ctx: Context, then: Next) -> Phase:
 
 
 def _judge(ctx: Context, then: Next) -> Phase:
+    effort = ctx.request.reasoning_effort
+    if effort is not None and ctx.known.reasoning_effort is False:
+        return ctx.fail(
+            UnsupportedInputError(
+                "reasoning_effort",
+                f"reasoning_effort {effort!r} is not supported by this server's chat template "
+                "(its /props chat_template_caps say supports_reasoning_effort is false)",
+            )
+        )
     modalities = ctx.known.modalities
     if modalities is not None:
         for kind in sorted(ctx.plan.media):
@@ -144,6 +154,8 @@ class _Props(_Asking):
                 props = None
             if props is not None and "modalities" in props.raw:
                 known.modalities = props.modalities
+            if props is not None:
+                known.reasoning_effort = props.chat_template_caps.supports_reasoning_effort
         known.media_known = status < 500  # a server error: ask again next turn
         return _judge(self.ctx, self._then)
 

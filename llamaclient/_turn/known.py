@@ -17,13 +17,23 @@ class Known:
       or one without ``/models``.
     - ``media_known``/``modalities``: ``/props`` was asked for the input modalities (None
       modalities: it could not say, so nothing is checked).
+    - ``reasoning_effort``: the chat template renders ``reasoning_effort`` (``/props``'
+      ``chat_template_caps``; None: not said).
     - ``n_ctx``: a slot's context, from ``/props`` (the pre-flight's limit; 0: not known).
     - ``input_tokens``: the server counts a chat's prompt itself
       (``/v1/chat/completions/input_tokens``); False: an older build, so ``/apply-template``
       then ``/tokenize``.
     """
 
-    __slots__ = ("input_tokens", "media_known", "modalities", "n_ctx", "resume", "router")
+    __slots__ = (
+        "input_tokens",
+        "media_known",
+        "modalities",
+        "n_ctx",
+        "reasoning_effort",
+        "resume",
+        "router",
+    )
 
     def __init__(self) -> None:
         self.resume: bool | None = None
@@ -32,3 +42,4 @@ class Known:
         self.modalities: Modalities | None = None
         self.n_ctx = 0
         self.input_tokens: bool | None = None
+        self.reasoning_effort: bool | None = None  # the template renders reasoning_effort

@@ -18,7 +18,7 @@
     │   ├── ModelNotFoundError    a router has no model by that name
     │   ├── ModelNotLoadedError   a router's model is not running (``autoload=False``, unload)
     │   └── ModelLimitError       a router is at ``models_max`` and can unload none of them
-    ├── UnsupportedInputError     an image or audio the server cannot take (``modality``)
+    ├── UnsupportedInputError     an input the server cannot take (``modality``)
     ├── ServerError               an in-band ``{"error": ...}`` event inside a 200 stream
     └── ProtocolError             bytes that are not what llama-server sends (``raw``)
         └── OutputError           a typed output or tool call that is not valid JSON or not a T
@@ -189,7 +189,8 @@ class ContextOverflowError(HTTPStatusError):
 
 class UnsupportedInputError(InferError):
     """The server cannot take an input the request holds: ``modality`` is ``"vision"``,
-    ``"audio"`` or ``"video"`` (it runs no projector for it, ``--mmproj``).
+    ``"audio"`` or ``"video"`` (it runs no projector for it, ``--mmproj``), or
+    ``"reasoning_effort"`` (its chat template cannot render one).
 
     Raised before sending when the server's ``/props`` says so (checked once per client;
     ``status`` is then None), or mapped from the server's own refusal (``image input is not

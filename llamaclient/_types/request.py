@@ -7,12 +7,13 @@ from typing import Any, Literal
 
 import msgspec
 
-from .checks import at_least, check_sampling, fraction
+from .checks import at_least, check_sampling, fraction, positive
 from .messages import ChatMessage, ToolSchema
 
 __all__ = ["ChatRequest", "LogitBias", "ToolChoice"]
 
 ToolChoice = Literal["auto", "none", "required"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "max"]
 LogitBias = (
     Mapping[int, float]
     | Mapping[str, float]
@@ -52,6 +53,12 @@ class ChatRequest(msgspec.Struct, frozen=True):
       priority get a place first; requests of one priority in arrival order.
     - ``preflight``: count the prompt before sending and refuse what does not fit
       (``Config.preflight``, which None leaves to decide).
+    - ``reasoning_effort``: how hard a reasoning model thinks (``"none"`` ... ``"max"``), for
+      a chat template that supports it (``/props``' ``supports_reasoning_effort``, checked
+      before sending: ``UnsupportedInputError`` otherwise); ``"none"`` turns thinking off.
+    - ``max_time``: seconds the server may spend generating (llama-server's
+      ``t_max_predict_ms``): past it, the turn ends with ``finish_reason`` ``length``, a
+      whole Completion, unlike a client-side deadline, which stops the stream.
 
     Settings are checked when the request is made (a ``ValueError`` naming the field: a
     negative ``max_tokens``, a ``top_p`` above 1, an unknown ``tool_choice``, two tools of one
@@ -83,6 +90,8 @@ class ChatRequest(msgspec.Struct, frozen=True):
     model: str | None = None
     priority: int = 0
     preflight: bool | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    max_time: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.messages, str | bytes):
@@ -101,11 +110,18 @@ class ChatRequest(msgspec.Struct, frozen=True):
                 "tool_choice as 'auto')"
             )
         _check_tools(self.tools)
+        if self.reasoning_effort is not None and self.reasoning_effort not in _EFFORTS:
+            raise ValueError(
+                f"ChatRequest.reasoning_effort must be one of {_EFFORTS}, not "
+                f"{self.reasoning_effort!r}"
+            )
+        positive("ChatRequest", "max_time", self.max_time, optional=True)
         if type(self.priority) is not int:
             raise ValueError(f"ChatRequest.priority must be an int, not {self.priority!r}")
 
 
 _TOOL_CHOICES = ("auto", "none", "required")
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "max")
 
 
 def _check_tools(tools: Sequence[object]) -> None:

@@ -13,6 +13,7 @@ from llamaclient import (
     Client,
     ContextOverflowError,
     SystemMessage,
+    UnsupportedInputError,
     UserMessage,
 )
 from tests.live.chat import ALL_TOOLS, live_config, script_request
@@ -79,3 +80,25 @@ async def test_the_servers_overflow_has_the_numbers(live_client: Client) -> None
     assert not error.preflight
     assert (error.max_tokens, error.n_ctx) == (64, 8192)
     assert error.n_prompt_tokens > 8192
+
+
+async def test_an_effort_the_template_cannot_render_is_refused_before_sending(
+    live_client: Client,
+) -> None:
+    """The scripted model's template does not render ``reasoning_effort`` (its /props say
+    ``supports_reasoning_effort`` false): refused before the chat is sent."""
+    props = await live_client.props()
+    assert props.chat_template_caps.supports_reasoning_effort is False
+    request = script_request("reasoning_answer", reasoning_effort="low", max_tokens=200)
+    with pytest.raises(UnsupportedInputError) as info:
+        await live_client.complete(request)
+    assert info.value.modality == "reasoning_effort"
+    assert not any(s.is_processing for s in await live_client.slots())
+
+
+async def test_max_time_is_the_servers_cap(live_client: Client) -> None:
+    """``t_max_predict_ms`` reaches the server; it checks it at a token with a newline, and
+    a turn it cuts ends ``length``, whole."""
+    capped = script_request("long_answer", max_time=0.001, max_tokens=40)
+    done = await live_client.complete(capped)
+    assert done.finish_reason == "length"
