@@ -20,6 +20,7 @@ from devtools.llama_server import LlamaServer, LlamaServerNotFound, find_binary
 from devtools.scripted_model import write_model
 from llamaclient import Client
 from tests.live.chat import TRANSPORTS, TransportName, live_config
+from tests.live.fleet import fleet
 
 DEFAULT_FLAGS: tuple[str, ...] = ("-np", "2", "-c", "16384", "-b", "64", "-ub", "64")
 _HERE = Path(__file__).parent
@@ -85,3 +86,15 @@ async def live_client(base_url: str, live_transport: TransportName) -> AsyncIter
     async with Client(live_config(base_url, live_transport)) as client:
         yield client
 
+
+@pytest.fixture
+def servers(
+    llama_server_binary: Path,
+    scripted_model_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[list[LlamaServer]]:
+    """Three llama-servers with the scripted model, 2 slots each (``tests/live/fleet.py``),
+    for the pool and balancer suites; stopped afterwards."""
+    logs = tmp_path_factory.mktemp("fleet")
+    with fleet(llama_server_binary, scripted_model_path, logs) as started:
+        yield started

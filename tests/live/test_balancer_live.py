@@ -17,7 +17,6 @@ import os
 import random
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -41,7 +40,7 @@ from llamaclient import (
 )
 from tests.live.balancers import available, balancer
 from tests.live.chat import ALL_TOOLS, live_config, script_request
-from tests.live.fleet import TURNS, fleet, reuse, run_session
+from tests.live.fleet import TURNS, reuse, run_session
 from tests.live.proxy import CutProxy
 
 pytestmark = pytest.mark.anyio
@@ -51,16 +50,6 @@ SESSIONS = 16
 CUTS = int(os.environ.get("LLAMACLIENT_BALANCER_CUTS", "100"))
 KINDS = [pytest.param(k, marks=pytest.mark.skipif(not available(k), reason=f"no {k}"))
          for k in ("nginx", "haproxy")]  # fmt: skip
-
-
-@pytest.fixture
-def servers(
-    llama_server_binary: Path, scripted_model_path: Path, tmp_path: Path
-) -> Iterator[list[LlamaServer]]:
-    logs = tmp_path / "fleet"
-    logs.mkdir()
-    with fleet(llama_server_binary, scripted_model_path, logs) as started:
-        yield started
 
 
 def ports(servers: list[LlamaServer]) -> list[int]:

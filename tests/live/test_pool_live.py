@@ -14,7 +14,6 @@ import itertools
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -37,17 +36,6 @@ from tests.live.fleet import TURNS, SessionLog, fleet, reuse, run_session
 pytestmark = pytest.mark.anyio
 
 SESSIONS = 16
-
-
-@pytest.fixture
-def servers(
-    llama_server_binary: Path,
-    scripted_model_path: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[list[LlamaServer]]:
-    logs = tmp_path_factory.mktemp("fleet")
-    with fleet(llama_server_binary, scripted_model_path, logs) as started:
-        yield started
 
 
 def pool_of(servers: list[LlamaServer]) -> Pool:

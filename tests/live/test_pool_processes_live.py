@@ -14,13 +14,9 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from devtools.llama_server import LlamaServer
-from tests.live.fleet import fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS = 16
@@ -67,17 +63,6 @@ async def main():
 
 asyncio.run(main())
 """
-
-
-@pytest.fixture
-def servers(
-    llama_server_binary: Path,
-    scripted_model_path: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[list[LlamaServer]]:
-    logs = tmp_path_factory.mktemp("fleet")
-    with fleet(llama_server_binary, scripted_model_path, logs) as started:
-        yield started
 
 
 def agent(urls: list[str], names: list[str], turns: range, state: Path) -> subprocess.Popen[str]:
