@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeVar, overload
 
 import msgspec
 
+from ._driver.embeddings import BATCH, embed
 from ._driver.endpoint import Endpoint
 from ._driver.models import list_models, load_model, unload_model
 from ._driver.shared import Shared
@@ -117,6 +118,19 @@ class ServerCalls:
     async def detokenize(self, ids: Sequence[int]) -> str:
         """The text of the token ``ids``."""
         return await detokenize(self._endpoint, ids)
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, normalize: bool = False, batch: int = BATCH
+    ) -> list[list[float]]:
+        """The embedding of each input (a server with ``--embeddings``, and ``--pooling``
+        for a decoder model), in order: ``POST /v1/embeddings``, ``batch`` inputs a request,
+        with ``Config.model`` for a router. The vectors are as the server sends them, or of
+        length 1 with ``normalize``. A refused connection or a busy answer is retried, a
+        loading server waited for, as before a chat."""
+        texts = [inputs] if isinstance(inputs, str) else list(inputs)
+        if type(batch) is not int or batch < 1:
+            raise ValueError(f"batch must be an int >= 1, not {batch!r}")
+        return await embed(self._endpoint, texts, normalize, batch)
 
     async def save_slot(self, slot: int, filename: str) -> SlotSaved:
         """Write slot ``slot``'s prompt cache to ``filename`` in the server's

@@ -88,6 +88,7 @@ class FakeLlama(Serving):
         api_key: str | None = None,
         metrics: dict[str, float] | None = None,
         slot_save_path: bool = False,
+        embeddings: bool = False,
     ) -> None:
         self.model = model
         self.n_ctx = n_ctx
@@ -98,6 +99,7 @@ class FakeLlama(Serving):
         self.metrics = metrics  # GET /metrics's samples (None: 501, no --metrics)
         # Saved slot files (name -> tokens), with --slot-save-path; None: 501 without it.
         self.slot_files: dict[str, int] | None = {} if slot_save_path else None
+        self.embeddings = embeddings  # POST /v1/embeddings answers (else 501)
         self.models: dict[str, FakeModel] = (
             dict(models) if isinstance(models, Mapping) else {m: FakeModel() for m in models}
         )

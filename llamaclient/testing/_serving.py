@@ -95,6 +95,7 @@ class Serving:
     slots_endpoint: bool
     metrics: dict[str, float] | None
     slot_files: dict[str, int] | None
+    embeddings: bool
     models: dict[str, FakeModel]
     load_looks: int
     models_max: int
@@ -188,6 +189,8 @@ class Serving:
             return self._slots()
         if method == "GET" and path == "/metrics":
             return self._metrics()
+        if method == "POST" and path in ("/v1/embeddings", "/embeddings"):
+            return self._embeddings(call.body)
         if method == "POST" and path in _TOKEN_ROUTES:
             return self._tokens(path, call.body)
         if method == "POST" and path.startswith("/slots/"):
@@ -227,6 +230,19 @@ class Serving:
             return error_response(501, "This server does not support metrics endpoint.")
         text = "".join(f"# TYPE {k} gauge\n{k} {v}\n" for k, v in self.metrics.items())
         return FakeResponse(200, _PROMETHEUS, [text.encode()], None)
+
+    def _embeddings(self, body: Any) -> FakeResponse:
+        """``POST /v1/embeddings``: this fake's vector of a text is its length, its count of
+        spaces and 1.0 (``embeddings=False``: 501, as without ``--embeddings``)."""
+        if not self.embeddings:
+            return error_response(501, "This server does not support embeddings.")
+        given = body.get("input", []) if isinstance(body, dict) else []
+        texts = [given] if isinstance(given, str) else list(given)
+        data = [
+            {"object": "embedding", "index": i, "embedding": [len(t), t.count(" "), 1.0]}
+            for i, t in enumerate(map(str, texts))
+        ]
+        return json_response(200, {"object": "list", "data": data, "model": self.model})
 
     def _tokens(self, path: str, body: Any) -> FakeResponse:
         """The tokenizer routes. This fake's tokens are characters (the id is the code
