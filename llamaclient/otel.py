@@ -16,7 +16,8 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from . import Client, Pool
-from ._driver.spans import CAPTURE_ENV, SEMCONV, Telemetry
+from ._driver.spans import CAPTURE_ENV, SEMCONV
+from ._driver.telemetry import Telemetry
 from ._driver.tracing import trace_turns
 
 __all__ = ["CAPTURE_ENV", "SEMCONV", "Telemetry", "instrument"]

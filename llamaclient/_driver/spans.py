@@ -1,19 +1,16 @@
 """OpenTelemetry for a turn: one span, kind CLIENT, named ``chat {model}``, after the GenAI
-semantic conventions (``SEMCONV``), with the turn's phases as span events, and the GenAI
-client metrics. Imported only when ``opentelemetry`` is (``tracing.py``): it needs the
-``otel`` extra.
+semantic conventions (``SEMCONV``), its phases as span events, and the GenAI client metrics
+(needs the ``otel`` extra; imported only when ``opentelemetry`` is: ``tracing.py``).
 
-Why span events and not child spans for the phases: the conventions make the inference span
-the unit a GenAI backend reads (its usage, its finish reasons), and a wait for a slot or a
-model is part of that operation, not an operation of its own; an event costs one object
-where a span costs a context switch, a start and an end, and it keeps its timestamp, so a
-phase's start and end (``queued``, then ``admitted``) still read as an interval.
+Span events, not child spans, for the phases: the conventions make the inference span the
+unit a GenAI backend reads, and a wait for a slot or a model is part of that operation, not
+one of its own; an event costs one object where a span costs a context switch, a start and
+an end, and its timestamp still makes a wait read as an interval.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,7 +18,7 @@ from urllib.parse import urlsplit
 
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from .._turn.commands import Admit, Command, Line
 from .._turn.machine import ChatTurn
@@ -45,13 +42,13 @@ from .._types.events import (
 from .._types.openai import to_openai
 from .observe import Observer, Outcome
 
-__all__ = ["CAPTURE_ENV", "SEMCONV", "Telemetry"]
+__all__ = ["CAPTURE_ENV", "SCHEMA", "SCOPE", "SEMCONV", "Instruments", "TurnSpan"]
 
 SEMCONV = "1.41.0"  # the GenAI semantic conventions these names follow
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 PROVIDER = "llama.cpp"
-_SCOPE = "llamaclient"
-_SCHEMA = f"https://opentelemetry.io/schemas/{SEMCONV}"
+SCOPE = "llamaclient"
+SCHEMA = f"https://opentelemetry.io/schemas/{SEMCONV}"
 
 # The conventions' bucket advice: seconds, and tokens.
 _SECONDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
@@ -61,11 +58,11 @@ _OUTPUT = (Content, Reasoning, ToolCallDelta)
 _PREFILL_EVENTS = 16  # a long prefill on a small batch size sends hundreds of Progress
 
 
-class _Instruments:
+class Instruments:
     """The metric instruments of one meter provider."""
 
     def __init__(self, provider: MeterProvider | None) -> None:
-        meter = metrics.get_meter(_SCOPE, schema_url=_SCHEMA, meter_provider=provider)
+        meter = metrics.get_meter(SCOPE, schema_url=SCHEMA, meter_provider=provider)
         self.duration = meter.create_histogram(
             "gen_ai.client.operation.duration", "s", "GenAI operation duration",
             explicit_bucket_boundaries_advisory=_SECONDS,
@@ -87,53 +84,6 @@ class _Instruments:
             "Time a turn spent in a phase: queued, waiting, loading, prefill, decode",
             explicit_bucket_boundaries_advisory=_SECONDS,
         )  # fmt: skip
-
-
-class Telemetry:
-    """An instrument (``client.instruments``): a :class:`TurnSpan` for each turn, from the
-    given providers or, for None, the global ones (``trace.set_tracer_provider``) once they
-    are set; without any, it watches nothing. ``capture_content`` puts the messages and the
-    answer on the span (None: as ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
-    says; off by default)."""
-
-    def __init__(
-        self,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        capture_content: bool | None = None,
-    ) -> None:
-        self._tracer_provider = tracer_provider
-        self._meter_provider = meter_provider
-        self._capture = capture_content
-        self._tracer: Tracer | None = None
-        self._instruments: _Instruments | None = None
-        self._seen: tuple[object, object] | None = None  # the global providers last seen
-
-    def __call__(self, plan: Plan, target: Target) -> Observer | None:
-        if not self._ready():
-            return None
-        capture = self._capture
-        if capture is None:
-            capture = os.environ.get(CAPTURE_ENV, "").strip().lower() == "true"
-        assert self._tracer is not None
-        return TurnSpan(self._tracer, self._instruments, plan, target, capture)
-
-    def _ready(self) -> bool:
-        """A tracer (and instruments) from real providers; False while none is set."""
-        tracers = self._tracer_provider or trace.get_tracer_provider()
-        meters = self._meter_provider or metrics.get_meter_provider()
-        if (tracers, meters) == self._seen:
-            return self._tracer is not None
-        self._seen = (tracers, meters)
-        real_tracer = not isinstance(tracers, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
-        real_meter = type(meters).__name__ not in ("_ProxyMeterProvider", "NoOpMeterProvider")
-        self._tracer = (
-            trace.get_tracer(_SCOPE, schema_url=_SCHEMA, tracer_provider=tracers)
-            if real_tracer or real_meter
-            else None
-        )
-        self._instruments = _Instruments(meters) if real_meter else None
-        return self._tracer is not None
 
 
 def _request_attributes(plan: Plan, target: Target) -> dict[str, Any]:
@@ -167,7 +117,7 @@ class TurnSpan(Observer):
     def __init__(
         self,
         tracer: Tracer,
-        instruments: _Instruments | None,
+        instruments: Instruments | None,
         plan: Plan,
         target: Target,
         capture: bool,

@@ -3,7 +3,7 @@
 A client's default instruments include :func:`trace_turns`. Until something has imported
 ``opentelemetry.trace`` (an application that traces does, to set its tracer provider), it
 returns None at the cost of one dictionary look-up: no import, no observer. After that, it
-asks :class:`~llamaclient._driver.spans.Telemetry` (which needs the ``otel`` extra), and that
+asks :class:`~llamaclient._driver.telemetry.Telemetry` (which needs the ``otel`` extra), and that
 watches a turn only once a real tracer or meter provider is set.
 """
 
@@ -16,7 +16,7 @@ from .._turn.plan import Plan, Target
 from .observe import Observer
 
 if TYPE_CHECKING:
-    from .spans import Telemetry
+    from .telemetry import Telemetry
 
 __all__ = ["trace_turns"]
 
@@ -28,7 +28,7 @@ def trace_turns(plan: Plan, target: Target) -> Observer | None:
     if "opentelemetry.trace" not in sys.modules:
         return None
     if not _GLOBAL:
-        from .spans import Telemetry
+        from .telemetry import Telemetry
 
         _GLOBAL.append(Telemetry())
     return _GLOBAL[0](plan, target)
