@@ -43,7 +43,7 @@ async def test_a_healthy_server_gets_a_verdict_per_line() -> None:
     assert ok
     assert list(seen) == NAMES
     assert seen["model"].detail == "fake-model: loaded"
-    assert seen["context"].detail == "8192 tokens per slot, 2 slot(s)"
+    assert seen["context"].detail == "4096 tokens per slot, 2 slot(s)"
     assert seen["resumable streams"].level == "ok"
     assert seen["/slots"].detail == "yes: 2 slot(s), 0 busy"
     assert seen["chat"].level == "ok"
@@ -133,7 +133,7 @@ async def test_a_router_is_checked_on_its_first_loaded_model() -> None:
     assert seen["model"].detail == (
         "beta: loaded (the router's first loaded model; --model NAME checks another)")
     assert seen["router mode"].detail == "yes: models alpha (unloaded), beta (loaded)"
-    assert seen["context"].detail == "1024 tokens per slot, 3 slot(s)"
+    assert seen["context"].detail == "341 tokens per slot, 3 slot(s)"
     assert seen["/slots"].detail == "yes: 3 slot(s), 0 busy"
     assert seen["chat"].level == "ok"
     assert [r.settings["model"] for r in beta.requests] == ["beta"]
@@ -147,7 +147,7 @@ async def test_a_router_with_model_checks_that_one() -> None:
     assert beta.requests == []
     assert ok
     assert seen["model"].detail == "alpha: loaded"
-    assert seen["context"].detail == "2048 tokens per slot, 2 slot(s)"
+    assert seen["context"].detail == "1024 tokens per slot, 2 slot(s)"
     assert [r.settings["model"] for r in alpha.requests] == ["alpha"]
 
 

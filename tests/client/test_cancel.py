@@ -201,9 +201,11 @@ async def test_a_thousand_streams_half_broken_off_leave_nothing_behind(
         return stream(chat_chunks([text, "!"]))
 
     total, concurrency = 1000, 20
-    # The server drops idle keep-alive connections after 0.5 s, so once the streams are over
-    # every connection still open would be one a stream left behind.
-    async with FaultServer(idle_timeout=0.5) as server:
+    # The server drops idle keep-alive connections after 1.5 s, so once the streams are over
+    # every connection still open would be one a stream left behind. (0.5 s made a loaded
+    # machine reuse connections just as the server dropped them, twice in a row for a turn,
+    # past the one silent retry of a stale connection.)
+    async with FaultServer(idle_timeout=1.5) as server:
         server.route("POST", CHAT, handler)
         gc.collect()
         tasks_before = running_tasks()
