@@ -47,7 +47,12 @@ class Module:
 MODULES: dict[str, Module] = {
     "sse": Module(
         ("llamaclient/_protocol/sse.py",),
-        ("tests/core/test_sse.py", "tests/core/test_limits.py", "tests/core/test_dialects.py"),
+        (
+            "tests/core/test_sse.py",
+            "tests/core/test_sse_edges.py",
+            "tests/core/test_limits.py",
+            "tests/core/test_dialects.py",
+        ),
     ),
     "body": Module(("llamaclient/_protocol/body.py",), ("tests/core/test_body.py",)),
     "assembler": Module(("llamaclient/_protocol/assembler.py",), ("tests/core/test_assembler.py",)),
