@@ -136,7 +136,7 @@ def _pyproject(module: Module) -> str:
 def _fresh_copy(module: Module, work: Path) -> None:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    for folder in ("llamaclient", "tests"):
+    for folder in ("llamaclient", "tests", "recordings"):
         shutil.copytree(ROOT / folder, work / folder, ignore=_ignore)
     (work / "pyproject.toml").write_text(_pyproject(module), "utf-8")
 
