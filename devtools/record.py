@@ -245,6 +245,24 @@ def _scenarios() -> list[Scenario]:
         ),
         ("validation_error", "tool_call", "tool_choice 'bogus': 400", {"tool_choice": "bogus"}),
         (
+            "logprobs_answer",
+            "reasoning_answer",
+            "logprobs with top_logprobs 2: every token's log-probability",
+            {"logprobs": True, "top_logprobs": 2},
+        ),
+        (
+            "logprobs_tool_call",
+            "write_file",
+            "n_probs 2 with tools: the same logprobs on the tool call's pieces",
+            {"n_probs": 2},
+        ),
+        (
+            "logprobs_tools_refused",
+            "tool_call",
+            "logprobs with tools while streaming: 400 (llama.cpp#28478)",
+            {"logprobs": True, "top_logprobs": 2},
+        ),
+        (
             "validation_error_500",
             "reasoning_answer",
             "reasoning_format 'bogus': 500",

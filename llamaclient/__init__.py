@@ -52,6 +52,7 @@ from ._types.events import (
     ToolCallDone,
     Waiting,
 )
+from ._types.logprobs import Confidence, TokenLogprob, TopLogprob
 from ._types.messages import (
     AssistantMessage,
     AudioPart,
@@ -98,6 +99,7 @@ __all__ = [
     "ChatEvent",
     "ChatMessage",
     "ChatRequest",
+    "Confidence",
     "ChatStream",
     "Client",
     "Completion",
@@ -150,6 +152,7 @@ __all__ = [
     "StreamState",
     "SystemMessage",
     "TemplateCaps",
+    "TokenLogprob",
     "TokenPiece",
     "TextPart",
     "ThinkingCapped",
@@ -162,6 +165,7 @@ __all__ = [
     "ToolResult",
     "ToolRun",
     "ToolSchema",
+    "TopLogprob",
     "Tools",
     "Transport",
     "TransportError",

@@ -12,8 +12,10 @@ import msgspec
 from ._driver.embeddings import BATCH, embed
 from ._driver.endpoint import Endpoint
 from ._driver.models import list_models, load_model, unload_model
+from ._driver.observe import Instrument
 from ._driver.shared import Shared
 from ._driver.tokens import count_tokens, detokenize, tokenize
+from ._driver.tracing import embeddings_span
 from ._protocol.body import build_body
 from ._protocol.info import metrics_from, props_from, slots_from
 from ._types.config import Config
@@ -31,6 +33,7 @@ class ServerCalls:
     """The server's endpoints beside chat, typed (see each method)."""
 
     config: Config
+    instruments: list[Instrument]
     _endpoint: Endpoint
     _shared: Shared
 
@@ -130,7 +133,13 @@ class ServerCalls:
         texts = [inputs] if isinstance(inputs, str) else list(inputs)
         if type(batch) is not int or batch < 1:
             raise ValueError(f"batch must be an int >= 1, not {batch!r}")
-        return await embed(self._endpoint, texts, normalize, batch)
+        span = embeddings_span(self.instruments, self.config, len(texts))
+        if span is None:
+            return await embed(self._endpoint, texts, normalize, batch)
+        with span:
+            vectors = await embed(self._endpoint, texts, normalize, batch, span.counted)
+            span.dimension = len(vectors[0]) if vectors else None
+            return vectors
 
     async def save_slot(self, slot: int, filename: str) -> SlotSaved:
         """Write slot ``slot``'s prompt cache to ``filename`` in the server's

@@ -153,7 +153,7 @@ class ChatStream:
     def _start_live(self) -> LiveArguments:
         asm = self._turn.context.asm
         live = self._live = LiveArguments(
-            asm.tool_calls_so_far, self._live_tools, lenient=self._lenient
+            asm.tool_calls_so_far, self._live_tools, lenient=self._lenient, tokens=asm.call_tokens
         )
         self._turn.context.plan.processors.insert(0, live.process)
         return live
@@ -290,4 +290,3 @@ class ChatStream:
         turn, io = self._turn, self._io
         if self._started and not turn.done:  # dropped unfinished (a break without async with)
             schedule(lambda: close_turn(turn, io))
-

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from .._types.events import ChatEvent, Content, OutputDelta
+from .._types.logprobs import Confidence, TokenLogprob, Tokens
 from .scanner import Path, ScanError, Scanner
 
 __all__ = ["OutputDecoder", "PartialValue"]
@@ -89,13 +90,15 @@ class OutputDecoder:
     the whole text says what was wrong.
     """
 
-    __slots__ = ("_deltas", "_key", "_path", "_scanner", "failed", "value")
+    __slots__ = ("_deltas", "_key", "_path", "_scanner", "_string", "_tokens", "failed", "value")
 
     def __init__(self) -> None:
         self.value = PartialValue()
         self.failed = False
         self._deltas: list[ChatEvent] = []
         self._path: Path = ()
+        self._tokens: Tokens | None = None  # those of the piece being fed
+        self._string: list[TokenLogprob] | None = None  # those of the open string so far
         value = self.value
         self._scanner = Scanner(
             lenient=False,
@@ -108,10 +111,14 @@ class OutputDecoder:
             opened=value.opened,
         )
 
-    def feed(self, text: str) -> list[ChatEvent]:
-        """The deltas that ``text``, the next piece of the answer, completes or continues."""
+    def feed(self, text: str, tokens: Tokens | None = None) -> list[ChatEvent]:
+        """The deltas that ``text``, the next piece of the answer, completes or continues;
+        ``tokens``: the tokens that wrote it (the deltas carry them)."""
         if self.failed or not text:
             return []
+        self._tokens = tokens
+        if tokens and self._string is not None:
+            self._string += tokens
         try:
             self._scanner.feed(text)
         except ScanError:
@@ -144,7 +151,7 @@ class OutputDecoder:
         out: list[ChatEvent] | None = None
         for n, event in enumerate(events):
             if type(event) is Content:
-                deltas = self.feed(event.text)
+                deltas = self.feed(event.text, event.logprobs)
                 if deltas:
                     if out is None:
                         out = events[:n]
@@ -160,18 +167,22 @@ class OutputDecoder:
     def _begin(self, path: Path) -> None:
         self._path = path
         self.value.begin(path)
+        tokens = self._tokens
+        self._string = None if tokens is None else list(tokens)
 
     def _piece(self, text: str) -> None:
         self.value.piece(text)
-        self._deltas.append(OutputDelta(self._path, text, False))
+        self._deltas.append(OutputDelta(self._path, text, False, self._tokens))
 
     def _end(self, text: str) -> None:
         self.value.end(text)
-        self._deltas.append(OutputDelta(self._path, text, True))
+        string, self._string = self._string, None
+        sure = None if string is None else Confidence.of(string)
+        self._deltas.append(OutputDelta(self._path, text, True, self._tokens, sure))
 
     def _scalar(self, path: Path, raw: str) -> None:
         self.value.scalar(path, raw)
-        self._deltas.append(OutputDelta(path, raw, True))
+        self._deltas.append(OutputDelta(path, raw, True, self._tokens))
 
     def _top_value(self, key: str, value: Any) -> None:
         self.value.set((key,), value)

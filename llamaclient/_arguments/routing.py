@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 from .._types.errors import ProtocolError
 from .._types.events import ArgumentDelta, ChatEvent, ToolCallDelta, ToolCallDone
+from .._types.logprobs import Confidence, Tokens, field_confidence
 from .stream import ArgumentStream, FieldText, NestedText
 
 __all__ = ["LiveArguments"]
@@ -46,8 +47,10 @@ class LiveArguments:
         tools: bool | Iterable[str] = False,
         *,
         lenient: bool = True,
+        tokens: Callable[[int], list[tuple[int, int, Tokens]]] | None = None,
     ) -> None:
         self._snapshot = calls
+        self._tokens = tokens  # a call's pieces with tokens (Assembler.call_tokens)
         self._all = tools is True
         self._tools = frozenset(()) if isinstance(tools, bool) else frozenset(tools)
         self._lenient = lenient
@@ -129,9 +132,24 @@ class LiveArguments:
                 )
         live = self._calls.get(index)
         if live is not None and event.arguments:
-            self._run(live, index, event.arguments, out)
+            self._run(live, index, event.arguments, out, event.logprobs)
 
-    def _run(self, live: _Live, index: int, fragment: str | None, out: list[ChatEvent]) -> None:
+    def _confidence(self, live: _Live, index: int, field: str) -> Confidence | None:
+        """A top-level field's confidence, as ``ToolCall.confidence`` will have it."""
+        pieces = self._tokens(index) if self._tokens is not None else None
+        if not pieces:
+            return None
+        found = field_confidence(live.args.raw, pieces, whole=False)
+        return None if found is None else found.get(field)
+
+    def _run(
+        self,
+        live: _Live,
+        index: int,
+        fragment: str | None,
+        out: list[ChatEvent],
+        tokens: Tokens | None = None,
+    ) -> None:
         try:
             pieces: list[FieldText | NestedText] = live.args._pieces(fragment)
         except ProtocolError:
@@ -140,8 +158,14 @@ class LiveArguments:
             name = live.name
             for piece in pieces:
                 if isinstance(piece, FieldText):
-                    out.append(ArgumentDelta(index, name, piece.field, piece.text, piece.done))
+                    field = piece.field
+                    sure = self._confidence(live, index, field) if piece.done else None
+                    out.append(
+                        ArgumentDelta(index, name, field, piece.text, piece.done, (), tokens, sure)
+                    )
                 else:  # a string inside a field: its path
                     path = piece.path
                     field = str(path[0])
-                    out.append(ArgumentDelta(index, name, field, piece.text, piece.done, path))
+                    out.append(
+                        ArgumentDelta(index, name, field, piece.text, piece.done, path, tokens)
+                    )

@@ -9,7 +9,7 @@ line, ``asked`` (the prompt).
 from __future__ import annotations
 
 import sys
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 import msgspec
 from rich.console import Console
@@ -215,11 +215,26 @@ _ENCODER = msgspec.json.Encoder()
 
 
 def event_json(kind: str, value: object, **extra: object) -> bytes:
-    """One JSON line: ``{"type": kind, **fields of value, **extra}``."""
-    fields = msgspec.to_builtins(value) if value is not None else {}
+    """One JSON line: ``{"type": kind, **fields of value, **extra}``; the confidence fields
+    only when the request asked for them (``top_logprobs``)."""
+    fields = _asked(msgspec.to_builtins(value)) if value is not None else {}
     if not isinstance(fields, dict):
         fields = {"value": fields}
-    return _ENCODER.encode({"type": kind, **fields, **extra}) + b"\n"
+    return _ENCODER.encode({"type": kind, **fields, **_asked(extra)}) + b"\n"
+
+
+_UNASKED = ("logprobs", "confidence")  # None unless the request asked for top_logprobs
+
+
+def _asked(value: Any) -> Any:
+    """``value`` without the confidence fields that are None, at any depth."""
+    if isinstance(value, dict):
+        return {
+            k: _asked(v) for k, v in value.items() if not (v is None and k in _UNASKED)
+        }
+    if isinstance(value, list):
+        return [_asked(v) for v in value]
+    return value
 
 
 class JsonView:

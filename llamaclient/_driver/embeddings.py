@@ -8,7 +8,7 @@ as sent, or scaled to length 1 (``normalize``)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import anyio
 import msgspec
@@ -30,24 +30,37 @@ class _Item(msgspec.Struct):
     index: int = 0
 
 
+class _Usage(msgspec.Struct):
+    prompt_tokens: int = 0
+
+
 class _Answer(msgspec.Struct):
     data: list[_Item]
+    usage: _Usage | None = None
 
 
 _DECODER = msgspec.json.Decoder(_Answer)
 
 
 async def embed(
-    endpoint: Endpoint, inputs: Sequence[str], normalize: bool, batch: int
+    endpoint: Endpoint,
+    inputs: Sequence[str],
+    normalize: bool,
+    batch: int,
+    counted: Callable[[int], object] | None = None,
 ) -> list[list[float]]:
-    """The vectors of ``inputs``, in order (``batch`` inputs a request)."""
+    """The vectors of ``inputs``, in order (``batch`` inputs a request); ``counted`` gets
+    each batch's input tokens, as the server counted them."""
     vectors: list[list[float]] = []
     for start in range(0, len(inputs), batch):
-        vectors += await _batch(endpoint, list(inputs[start : start + batch]))
+        found, tokens = await _batch(endpoint, list(inputs[start : start + batch]))
+        vectors += found
+        if counted is not None:
+            counted(tokens)
     return [_unit(v) for v in vectors] if normalize else vectors
 
 
-async def _batch(endpoint: Endpoint, inputs: list[str]) -> list[list[float]]:
+async def _batch(endpoint: Endpoint, inputs: list[str]) -> tuple[list[list[float]], int]:
     config = endpoint.config
     body: dict[str, object] = {"input": inputs, "encoding_format": "float"}
     if config.model:
@@ -78,14 +91,17 @@ async def _batch(endpoint: Endpoint, inputs: list[str]) -> list[list[float]]:
         await anyio.sleep(backoff_seconds(attempt, config.retry_backoff, config.retry_max_backoff))
 
 
-def _vectors(data: bytes, count: int) -> list[list[float]]:
+def _vectors(data: bytes, count: int) -> tuple[list[list[float]], int]:
+    """The vectors in input order, and the input tokens (0: not counted)."""
     try:
-        items = sorted(_DECODER.decode(data).data, key=lambda item: item.index)
+        answer = _DECODER.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ProtocolError(f"POST {PATH}: not an embeddings answer ({exc})", data) from None
+    items = sorted(answer.data, key=lambda item: item.index)
     if len(items) != count:
         raise ProtocolError(f"POST {PATH}: {len(items)} vectors for {count} inputs", data)
-    return [item.embedding for item in items]
+    tokens = answer.usage.prompt_tokens if answer.usage is not None else 0
+    return [item.embedding for item in items], tokens
 
 
 def _unit(vector: list[float]) -> list[float]:

@@ -12,6 +12,8 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Tracer, TracerProvider
 
 from .._turn.plan import Plan, Target
+from .._types.config import Config
+from .embedspan import EmbeddingsSpan
 from .observe import Observer
 from .spans import CAPTURE_ENV, SCHEMA, SCOPE, Instruments, TurnSpan
 
@@ -46,6 +48,14 @@ class Telemetry:
             capture = os.environ.get(CAPTURE_ENV, "").strip().lower() == "true"
         assert self._tracer is not None
         return TurnSpan(self._tracer, self._instruments, plan, target, capture)
+
+    def embeddings(self, config: Config, inputs: int) -> EmbeddingsSpan | None:
+        """The span of an ``embed`` call of ``inputs`` texts (None while no provider is
+        set)."""
+        if not self._ready():
+            return None
+        assert self._tracer is not None
+        return EmbeddingsSpan(self._tracer, self._instruments, config, inputs)
 
     def _ready(self) -> bool:
         """A tracer (and instruments) from real providers; False while none is set."""

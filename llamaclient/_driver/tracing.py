@@ -10,15 +10,18 @@ watches a turn only once a real tracer or meter provider is set.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._turn.plan import Plan, Target
 from .observe import Observer
 
 if TYPE_CHECKING:
+    from .._types.config import Config
+    from .embedspan import EmbeddingsSpan
     from .telemetry import Telemetry
 
-__all__ = ["trace_turns"]
+__all__ = ["embeddings_span", "trace_turns"]
 
 _GLOBAL: list[Telemetry] = []  # the one that follows the global providers, once made
 
@@ -32,3 +35,24 @@ def trace_turns(plan: Plan, target: Target) -> Observer | None:
 
         _GLOBAL.append(Telemetry())
     return _GLOBAL[0](plan, target)
+
+
+def embeddings_span(
+    instruments: Sequence[object], config: Config, inputs: int
+) -> EmbeddingsSpan | None:
+    """The span of an ``embed`` call, from the client's instrument (``otel.instrument``)
+    or the global providers; None when nothing traces."""
+    for instrument in instruments:
+        if instrument is trace_turns:
+            if "opentelemetry.trace" not in sys.modules:
+                continue
+            if not _GLOBAL:
+                from .telemetry import Telemetry
+
+                _GLOBAL.append(Telemetry())
+            instrument = _GLOBAL[0]
+        embeddings = getattr(instrument, "embeddings", None)
+        span = embeddings(config, inputs) if embeddings is not None else None
+        if span is not None:
+            return span  # type: ignore[no-any-return]
+    return None

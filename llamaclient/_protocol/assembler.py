@@ -40,6 +40,12 @@ Rules (the tests check each one):
    error's ``partial`` is exactly what the events returned so far add up to. Index and finish
    reason are checked before anything is applied; a payload that can still fail half-way
    (tool-call pieces, or a finish that closes a call) is applied with an undo record.
+8. A choice's ``logprobs`` (asked for with ``top_logprobs``) go on the last text event of
+   its payload (``Reasoning``, ``Content`` or ``ToolCallDelta``), with those of earlier
+   payloads that gave no text; ``Completion.logprobs`` is all of them in order, then any
+   left after the last text. A tool call keeps each piece's tokens with the piece's
+   offsets, for its fields' confidence (``ToolCall.confidence``). Malformed logprobs count
+   as none: they are telemetry, not the answer.
 """
 
 from __future__ import annotations
@@ -53,7 +59,9 @@ from .._types.cache import CacheReport
 from .._types.completion import Completion, FinishReason, Timings, Usage
 from .._types.errors import ProtocolError, ServerError, StreamClosedEarlyError
 from .._types.events import ChatEvent, Content, Reasoning, ToolCallDelta, ToolCallDone
+from .._types.logprobs import TokenLogprob, Tokens, field_confidence
 from .._types.messages import ReasoningField, ToolCall
+from .logprobs import decode_tokens
 from .sse import ErrorData
 from .wire import (
     ANY_DECODER,
@@ -78,33 +86,38 @@ _KNOWN_ENTRY_KEYS = frozenset({"index", "id", "type", "function"})
 _DONE = frozenset({"[DONE]", b"[DONE]"})
 
 
-_CallState = tuple[str | None, str | None, int, dict[str, Any], bool]
+_CallState = tuple[str | None, str | None, int, int, int, dict[str, Any], bool]
 
 
 class _Call:
     """A tool call being assembled."""
 
-    __slots__ = ("arguments", "done", "extra", "id", "name")
+    __slots__ = ("arguments", "done", "extra", "id", "name", "size", "tokens")
 
     def __init__(self) -> None:
         self.id: str | None = None
         self.name: str | None = None
         self.arguments: list[str] = []
+        self.size = 0  # characters of argument text so far
+        self.tokens: list[tuple[int, int, Tokens]] = []  # pieces with tokens: their offsets
         self.extra: dict[str, Any] = {}
         self.done = False
 
     def state(self) -> _CallState:
-        return (self.id, self.name, len(self.arguments), self.extra, self.done)
+        pieces, tokens = len(self.arguments), len(self.tokens)
+        return (self.id, self.name, pieces, self.size, tokens, self.extra, self.done)
 
     def restore(self, state: _CallState) -> None:
-        self.id, self.name, pieces, self.extra, self.done = state
-        del self.arguments[pieces:]
+        self.id, self.name, pieces, self.size, tokens, self.extra, self.done = state
+        del self.arguments[pieces:], self.tokens[tokens:]
 
     def build(self, index: int, raw: str | bytes = "") -> ToolCall:
         if not self.id or not self.name:
             missing = "id" if not self.id else "name"
             raise ProtocolError(f"tool call {index} never got an {missing}", raw)
-        return ToolCall(self.id, self.name, "".join(self.arguments), self.extra)
+        arguments = "".join(self.arguments)
+        confidence = field_confidence(arguments, self.tokens) if self.tokens else None
+        return ToolCall(self.id, self.name, arguments, self.extra, confidence)
 
 
 class Assembler:
@@ -117,8 +130,10 @@ class Assembler:
         "_finish",
         "_id",
         "_in_reasoning",
+        "_logprobs",
         "_model",
         "_numbers",
+        "_pending",
         "_reasoning",
         "_reasoning_count",
         "_reasoning_field",
@@ -126,11 +141,17 @@ class Assembler:
         "_saved",
         "_seen",
         "_timings",
+        "_top",
         "_usage",
         "is_done",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, top_logprobs: int | None = None) -> None:
+        """``top_logprobs``: the alternatives per token the request asked for, when it
+        asked for log-probabilities (more that arrive are dropped)."""
+        self._top = top_logprobs
+        self._logprobs: list[TokenLogprob] = []  # every token the events carried, in order
+        self._pending: Tokens = ()  # tokens of payloads without text, for the next text
         self._id: str | None = None
         self._model: str | None = None
         self._content: list[str] = []
@@ -179,6 +200,11 @@ class Assembler:
         """Any text or tool-call piece has arrived."""
         return bool(self._content or self._reasoning or self._calls)
 
+    def call_tokens(self, index: int) -> list[tuple[int, int, Tokens]]:
+        """Tool call ``index``'s pieces that carried tokens: ``(start, end, tokens)``, the
+        piece's offsets in the call's argument text."""
+        return self._calls[index].tokens if index < len(self._calls) else []
+
     def tool_calls_so_far(self) -> list[tuple[str | None, str, bool]]:
         """Each tool call so far: its name, its argument text, and whether it is complete."""
         return [(c.name, "".join(c.arguments), c.done) for c in self._calls]
@@ -206,6 +232,7 @@ class Assembler:
                 and delta.reasoning is None
                 and chunk.error is None
                 and chunk.usage is None
+                and not choice.logprobs
                 and data.__class__ is not ErrorData
             ):
                 text = delta.content
@@ -276,7 +303,7 @@ class Assembler:
         if chunk.prompt_progress is not None:
             events.append(chunk.prompt_progress)
         for choice in choices:
-            self._choice(choice.finish_reason, choice.delta, events, data, False)
+            self._choice(choice.finish_reason, choice.delta, events, data, False, choice.logprobs)
         return events
 
     def _push_undoable(
@@ -298,6 +325,8 @@ class Assembler:
             self._finish,
             len(self._calls),
             dict(self._numbers),
+            len(self._logprobs),
+            self._pending,
         )
         self._saved = {}
         try:
@@ -318,8 +347,11 @@ class Assembler:
                 self._finish,
                 calls,
                 self._numbers,
+                tokens,
+                self._pending,
             ) = before
             del self._content[content:], self._reasoning[reasoning:], self._calls[calls:]
+            del self._logprobs[tokens:]
             for index, state in self._saved.items():
                 if index < calls:
                     self._calls[index].restore(state)
@@ -369,6 +401,8 @@ class Assembler:
             self._usage = _usage(response.usage)
         events: list[ChatEvent] = []
         for choice in choices:
+            if choice.logprobs:
+                self._logprobs.extend(decode_tokens(choice.logprobs, self._top))
             self._choice(choice.finish_reason, choice.message, events, body, True)
         return self.finish()
 
@@ -414,6 +448,9 @@ class Assembler:
             thinking_capped=thinking_capped,
             reasoning_field=self._reasoning_field,
             cache=cache,
+            logprobs=tuple(self._logprobs) + self._pending
+            if self._logprobs or self._pending
+            else None,
         )
 
     def _fail(self, error: ProtocolError | ServerError) -> ProtocolError | ServerError:
@@ -428,8 +465,10 @@ class Assembler:
         events: list[ChatEvent],
         data: str | bytes,
         positional: bool,
+        logprobs: msgspec.Raw | None = None,
     ) -> None:
         """One (checked) choice: a stream's ``delta`` or a whole response's ``message``."""
+        mark = len(events)
         if part is not None:
             thought = part.reasoning_content
             if thought is None and part.reasoning is not None:
@@ -443,6 +482,8 @@ class Assembler:
                 data,
                 positional=positional,
             )
+        if logprobs:
+            self._attach(events, mark, decode_tokens(logprobs, self._top))
         if finish_reason is not None:
             self._finish = _FINISH[finish_reason]
             self._close_calls(events, data)
@@ -471,6 +512,27 @@ class Assembler:
             self._in_reasoning = False
             for position, raw in enumerate(tool_calls):
                 self._tool_piece(raw, position if positional else None, events, data)
+
+    def _attach(self, events: list[ChatEvent], mark: int, tokens: Tokens) -> None:
+        """A payload's tokens go on the last text event it gave (``events[mark:]``), with
+        those of earlier payloads that gave none; for a tool call's piece they are also
+        kept with the piece's offsets, for the call's field confidence."""
+        if self._pending:
+            tokens, self._pending = self._pending + tokens, ()
+        for n in range(len(events) - 1, mark - 1, -1):
+            event = events[n]
+            if type(event) is Reasoning or type(event) is Content:
+                events[n] = msgspec.structs.replace(event, logprobs=tokens)
+                self._logprobs += tokens
+                return
+            if type(event) is ToolCallDelta:
+                events[n] = msgspec.structs.replace(event, logprobs=tokens)
+                self._logprobs += tokens
+                call = self._calls[event.index]
+                if event.arguments:
+                    call.tokens.append((call.size - len(event.arguments), call.size, tokens))
+                return
+        self._pending = tokens
 
     def _tool_piece(
         self, raw: msgspec.Raw, position: int | None, events: list[ChatEvent], data: str | bytes
@@ -505,6 +567,7 @@ class Assembler:
             call.name = name
         if arguments:
             call.arguments.append(arguments)
+            call.size += len(arguments)
         if extra:  # a new dict: a partial already handed out keeps the old one unchanged
             call.extra = {**call.extra, **extra}
         events.append(ToolCallDelta(index, piece.id, name, arguments))

@@ -133,6 +133,9 @@ class _Body(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
     sse_ping_interval: int | None = None
     reasoning_effort: str | None = None
     t_max_predict_ms: int | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = None
+    n_probs: int | None = None
     chat_template_kwargs: _TemplateKwargs
 
 
@@ -168,6 +171,7 @@ def build_body(config: Config, request: ChatRequest, *, stream: bool = True) -> 
         sse_ping_interval=request.sse_ping_interval,
         reasoning_effort=request.reasoning_effort,
         t_max_predict_ms=None if request.max_time is None else round(request.max_time * 1000),
+        **_logprobs(request, stream),
         chat_template_kwargs=_TemplateKwargs(enable_thinking=request.thinking),
     )
     if not request.extra:
@@ -175,6 +179,19 @@ def build_body(config: Config, request: ChatRequest, *, stream: bool = True) -> 
     merged = msgspec.to_builtins(body)
     merged.update(request.extra)
     return _ENCODER.encode(merged)
+
+
+def _logprobs(request: ChatRequest, stream: bool) -> dict[str, Any]:
+    """``top_logprobs`` as the server takes it: OpenAI's ``logprobs``/``top_logprobs``, or,
+    for a stream with tools, llama-server's ``n_probs`` (the same answer; ``logprobs`` is
+    refused there, llama.cpp#28478). llama-server sends no log-probabilities at all for
+    0 alternatives: 0 asks for 1, and the assembler keeps none."""
+    k = request.top_logprobs
+    if k is None:
+        return {}
+    if stream and request.tools:
+        return {"n_probs": max(k, 1)}
+    return {"logprobs": True, "top_logprobs": max(k, 1)}
 
 
 def _pick(value: Any, default: Any) -> Any:

@@ -58,6 +58,7 @@ class WireChoice(msgspec.Struct, gc=False):
     index: int = 0
     finish_reason: str | None = None
     delta: WireDelta | None = None
+    logprobs: msgspec.Raw = _NONE  # decoded only when it came (asked for with top_logprobs)
 
 
 class WirePromptDetails(msgspec.Struct, gc=False):
@@ -109,6 +110,7 @@ class WireResponseChoice(msgspec.Struct, gc=False):
     index: int = 0
     finish_reason: str | None = None
     message: WireMessage | None = None
+    logprobs: msgspec.Raw = _NONE
 
 
 class WireResponse(msgspec.Struct, gc=False):

@@ -20,6 +20,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
+
 from .._types.cache import CacheReason, CacheReport
 from .._types.completion import Completion
 from .._types.events import CacheMiss, ChatEvent, Progress
@@ -148,10 +150,19 @@ def _message_change(past: Past, messages: Sequence[ChatMessage]) -> str | None:
                 f"the request has {len(messages)} messages where the previous turn's and its "
                 f"answer were {len(expected)}: messages[{i}:] were dropped or compacted"
             )
-        got = messages[i]
+        got, want = _sent(messages[i]), _sent(want)
         if got != want:
             return _differs(i, want, got, answer=i == len(past.messages))
     return None
+
+
+def _sent(message: Any) -> Any:
+    """The message as the server sees it: tool calls without their confidence (not sent)."""
+    calls = getattr(message, "tool_calls", None)
+    if not calls or all(c.confidence is None for c in calls):
+        return message
+    plain = tuple(msgspec.structs.replace(c, confidence=None) for c in calls)
+    return msgspec.structs.replace(message, tool_calls=plain)
 
 
 def _differs(i: int, want: Any, got: Any, *, answer: bool) -> str:

@@ -112,7 +112,7 @@ class Context:
         self.affinity = affinity(self.config, self.request, plan.conversation_id)
         self.limited = target.limited  # its client has a shared concurrency limit
         self.admitted = False  # the turn waits for, or holds, a place under it (admission)
-        self.asm = Assembler()
+        self.asm = Assembler(self.request.top_logprobs)
         self.budget = plan.budget(self.config)
         self.offset = plan.offset
         self.events: list[ChatEvent] = []

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from .cache import CacheReport
+from .logprobs import TokenLogprob
 from .messages import AssistantMessage, ReasoningField, ToolCall
 from .openai import message_to_openai
 
@@ -82,7 +83,9 @@ class Completion(msgspec.Struct, frozen=True):
     (``reasoning_content``, or ``reasoning`` from vLLM, Groq, OpenRouter); :meth:`message`
     sends it back under the same name. ``cache`` is what the prompt cache gave the turn,
     against what exact echo of the session's previous turn gives, and why not
-    (:class:`CacheReport`; None without timings).
+    (:class:`CacheReport`; None without timings). ``logprobs`` is every generated token
+    with its log-probability, in order, when the request asked for ``top_logprobs`` (the
+    events' ``logprobs`` joined; None otherwise).
     """
 
     id: str
@@ -98,6 +101,7 @@ class Completion(msgspec.Struct, frozen=True):
     output: Any = None
     reasoning_field: ReasoningField = "reasoning_content"
     cache: CacheReport | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
     def message(self) -> AssistantMessage:
         """The assistant turn to send back next time, identical to what arrived."""

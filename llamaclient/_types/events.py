@@ -29,6 +29,7 @@ from typing import Literal
 import msgspec
 
 from .cache import CacheReason
+from .logprobs import Confidence, Tokens
 from .messages import ToolCall
 
 __all__ = [
@@ -88,26 +89,32 @@ class CacheMiss(msgspec.Struct, frozen=True, gc=False):
     detail: str
 
 
-class Reasoning(msgspec.Struct, frozen=True, gc=False):
-    """A piece of the model's thinking (``reasoning_content``)."""
+class Reasoning(msgspec.Struct, frozen=True, gc=False, repr_omit_defaults=True):
+    """A piece of the model's thinking (``reasoning_content``); ``logprobs``: the tokens
+    that wrote it, with ``top_logprobs`` asked for."""
 
     text: str
+    logprobs: Tokens | None = None
 
 
-class Content(msgspec.Struct, frozen=True, gc=False):
-    """A piece of the answer text."""
+class Content(msgspec.Struct, frozen=True, gc=False, repr_omit_defaults=True):
+    """A piece of the answer text; ``logprobs``: the tokens that wrote it, with
+    ``top_logprobs`` asked for."""
 
     text: str
+    logprobs: Tokens | None = None
 
 
-class ToolCallDelta(msgspec.Struct, frozen=True, gc=False):
+class ToolCallDelta(msgspec.Struct, frozen=True, gc=False, repr_omit_defaults=True):
     """A raw piece of tool call ``index``: ``id``/``name`` as that piece carried them (None on
-    later pieces) and that piece's ``arguments`` text (``""`` if none)."""
+    later pieces) and that piece's ``arguments`` text (``""`` if none); ``logprobs``: the
+    tokens that wrote it, with ``top_logprobs`` asked for."""
 
     index: int
     id: str | None
     name: str | None
     arguments: str
+    logprobs: Tokens | None = None
 
 
 class ToolCallDone(msgspec.Struct, frozen=True):
@@ -118,13 +125,17 @@ class ToolCallDone(msgspec.Struct, frozen=True):
     call: ToolCall
 
 
-class ArgumentDelta(msgspec.Struct, frozen=True, gc=False):
+class ArgumentDelta(msgspec.Struct, frozen=True, gc=False, repr_omit_defaults=True):
     """Decoded text of the string field ``field`` of tool call ``index`` (tool ``name``) as it
     streams: escapes resolved. ``done`` marks the field's last piece (``text`` may be "").
 
     For a string inside the field (an object or array value), ``path`` says where: the field's
     name, then object keys and array indices (``("edits", 0, "text")``); it is ``()`` for the
-    field's own string value."""
+    field's own string value.
+
+    With ``top_logprobs`` asked for, ``logprobs`` are the tokens of the tool-call piece that
+    wrote this text, and the last piece (``done``) has the string's ``confidence``: the
+    tokens of every piece that wrote part of it, its quotes included."""
 
     index: int
     name: str
@@ -132,17 +143,26 @@ class ArgumentDelta(msgspec.Struct, frozen=True, gc=False):
     text: str
     done: bool = False
     path: tuple[str | int, ...] = ()
+    logprobs: Tokens | None = None
+    confidence: Confidence | None = None
 
 
-class OutputDelta(msgspec.Struct, frozen=True, gc=False):
+class OutputDelta(msgspec.Struct, frozen=True, gc=False, repr_omit_defaults=True):
     """Typed output (``client.chat(request, output=T)``) as it streams: decoded ``text`` of
     the string value at ``path`` (object keys and array indices from the root), escapes
     resolved. ``done`` marks the value's last piece (``text`` may then be ""). A number,
-    boolean or null arrives whole, as its JSON text, with ``done=True``."""
+    boolean or null arrives whole, as its JSON text, with ``done=True``.
+
+    With ``top_logprobs`` asked for, ``logprobs`` are the tokens of the answer piece that
+    wrote this text, and a string's last piece (``done``) has its ``confidence``: the tokens
+    of every piece that wrote part of it, its quotes included (None for a number, boolean or
+    null: ``ToolCall.confidence`` has them for a tool call's fields)."""
 
     path: tuple[str | int, ...]
     text: str
     done: bool = False
+    logprobs: Tokens | None = None
+    confidence: Confidence | None = None
 
 
 class ThinkingCapped(msgspec.Struct, frozen=True, gc=False):

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar, overload
 import msgspec
 
 from . import typed
+from .logprobs import Confidence
 from .typed import OutputInvalid, function_type, output_type
 
 T = TypeVar("T")
@@ -43,12 +44,15 @@ class ToolCall(msgspec.Struct, frozen=True):
     ``arguments`` is the raw JSON text exactly as the server streamed it; it is never parsed
     and re-serialised. ``extra`` holds fields a server added to the call beyond
     ``id``/``type``/``function`` (extensions it wants back on the next request).
+    ``confidence`` is each top-level argument's :class:`Confidence` when the request asked
+    for ``top_logprobs`` (None otherwise); it is never sent back.
     """
 
     id: str
     name: str
     arguments: str
     extra: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    confidence: Mapping[str, Confidence] | None = None
 
     @overload
     def parse(self, type: type[T]) -> T: ...

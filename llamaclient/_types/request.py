@@ -59,6 +59,11 @@ class ChatRequest(msgspec.Struct, frozen=True):
     - ``max_time``: seconds the server may spend generating (llama-server's
       ``t_max_predict_ms``): past it, the turn ends with ``finish_reason`` ``length``, a
       whole Completion, unlike a client-side deadline, which stops the stream.
+    - ``top_logprobs``: ask for each token's log-probability and its ``top_logprobs`` (0 to
+      20) most likely alternatives: on the text events, in ``Completion.logprobs``, and as
+      each tool-call field's ``confidence``. Sent as ``logprobs``/``top_logprobs``, or as
+      llama-server's ``n_probs`` with tools (it refuses ``logprobs`` with tools while
+      streaming).
 
     Settings are checked when the request is made (a ``ValueError`` naming the field: a
     negative ``max_tokens``, a ``top_p`` above 1, an unknown ``tool_choice``, two tools of one
@@ -92,6 +97,7 @@ class ChatRequest(msgspec.Struct, frozen=True):
     preflight: bool | None = None
     reasoning_effort: ReasoningEffort | None = None
     max_time: float | None = None
+    top_logprobs: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.messages, str | bytes):
@@ -116,6 +122,12 @@ class ChatRequest(msgspec.Struct, frozen=True):
                 f"{self.reasoning_effort!r}"
             )
         positive("ChatRequest", "max_time", self.max_time, optional=True)
+        if self.top_logprobs is not None and (
+            type(self.top_logprobs) is not int or not 0 <= self.top_logprobs <= 20
+        ):
+            raise ValueError(
+                f"ChatRequest.top_logprobs must be an int from 0 to 20, not {self.top_logprobs!r}"
+            )
         if type(self.priority) is not int:
             raise ValueError(f"ChatRequest.priority must be an int, not {self.priority!r}")
 

@@ -134,6 +134,7 @@ class FakeLlama(Serving):
         chunk: int | None = None,
         finish: str | None = None,
         pace: float | Sequence[float] = 0.0,
+        confidence: float | Sequence[float] = 1.0,
     ) -> FakeLlama:
         """Queue the next answer. It streams the way llama-server streams: ``reasoning``
         first, then ``content``, then the ``tool_calls`` (each a :class:`ToolCall` or a
@@ -141,19 +142,24 @@ class FakeLlama(Serving):
         chunk: ``chunk`` characters each, or word by word when None. ``finish`` is the finish
         reason (default: ``tool_calls`` with calls, else ``stop``; ``length`` when the
         request's ``max_tokens`` cuts the answer). ``pace`` is the seconds between chunks
-        (one number, or one per chunk: see :class:`Reply`).
+        (one number, or one per chunk: see :class:`Reply`). ``confidence`` is each token's
+        probability, sent as its log-probability to a request that asks for them
+        (``logprobs``, or ``n_probs``; ``logprobs`` with tools while streaming is a 400, as
+        llama-server's).
 
         Or give a :class:`Reply`, or a function of the :class:`FakeRequest` returning one
         (or a ``str``, the content): it answers every request that reaches it, until it
         returns None; the request then takes the next queued answer. Returns ``self``, so
         calls chain."""
         if isinstance(content, Reply) or callable(content):
-            alone = (reasoning, tuple(tool_calls), chunk, finish, pace) == (None, (), None, None, 0)
+            given = (reasoning, tuple(tool_calls), chunk, finish, pace, confidence)
+            alone = given == (None, (), None, None, 0, 1.0)
             if not alone:
                 raise ValueError("give a Reply or a reply function alone, without other arguments")
             self._queue(content if callable(content) else self._answer(content))
             return self
-        self._queue(self._answer(Reply(content, reasoning, tool_calls, chunk, finish, pace)))
+        reply = Reply(content, reasoning, tool_calls, chunk, finish, pace, confidence)
+        self._queue(self._answer(reply))
         return self
 
     def _queue(self, answer: Answer | Raw | ReplyFunction | None) -> None:
@@ -162,8 +168,10 @@ class FakeLlama(Serving):
 
     def _answer(self, reply: Reply) -> Answer:
         pace = reply.pace if isinstance(reply.pace, (int, float)) else tuple(reply.pace)
+        sure = reply.confidence
+        sure = sure if isinstance(sure, (int, float)) else tuple(sure)
         calls = tuple(self._call(c) for c in reply.tool_calls)
-        return Answer(reply.content, reply.reasoning, calls, reply.chunk, reply.finish, pace)
+        return Answer(reply.content, reply.reasoning, calls, reply.chunk, reply.finish, pace, sure)
 
     def _call(self, call: ToolCall | Mapping[str, Any]) -> ToolCall:
         if isinstance(call, ToolCall):

@@ -57,7 +57,9 @@ class Reply:
     """One scripted answer: what :meth:`FakeLlama.reply` takes, and what a reply function
     returns. ``pace`` is the seconds between the answer's HTTP chunks (each token, then
     the finish chunk): one number for every chunk, or one per chunk in order (0 past the
-    end of the list)."""
+    end of the list). ``confidence`` is each token's probability, for a request that asks
+    for log-probabilities: one number for every token, or one per token in order (1.0 past
+    the end)."""
 
     content: str | None = None
     reasoning: str | None = None
@@ -65,6 +67,7 @@ class Reply:
     chunk: int | None = None
     finish: str | None = None
     pace: float | Sequence[float] = 0.0
+    confidence: float | Sequence[float] = 1.0
 
     def __post_init__(self) -> None:
         if self.chunk is not None and self.chunk < 1:
@@ -72,6 +75,10 @@ class Reply:
         paces = [self.pace] if isinstance(self.pace, (int, float)) else list(self.pace)
         if any(not isinstance(p, (int, float)) or p < 0 for p in paces):
             raise ValueError(f"pace must be seconds >= 0, not {self.pace!r}")
+        sure = self.confidence
+        ps = [sure] if isinstance(sure, (int, float)) else list(sure)
+        if any(not isinstance(p, (int, float)) or not 0 < p <= 1 for p in ps):
+            raise ValueError(f"confidence must be probabilities in (0, 1], not {sure!r}")
 
 
 ReplyFunction = Callable[[FakeRequest], Reply | str | None]

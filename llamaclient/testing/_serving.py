@@ -34,6 +34,8 @@ CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 SSE = (("Content-Type", "text/event-stream"), ("Transfer-Encoding", "chunked"))
 PUBLIC = ("/health", "/v1/health")  # answered without the API key
 NO_REPLY = "FakeLlama has no reply queued for this request: call fake.reply(...) first"
+# llama-server refuses it (llama.cpp#28478); n_probs gives the same answer there.
+LOGPROBS_WITH_TOOLS = "logprobs is not supported with tools + stream"
 
 Queued = tuple[Answer | Raw | ReplyFunction | None, Fault | None]
 
@@ -233,7 +235,8 @@ class Serving:
 
     def _embeddings(self, body: Any) -> FakeResponse:
         """``POST /v1/embeddings``: this fake's vector of a text is its length, its count of
-        spaces and 1.0 (``embeddings=False``: 501, as without ``--embeddings``)."""
+        spaces and 1.0, and its usage the characters (``embeddings=False``: 501, as without
+        ``--embeddings``)."""
         if not self.embeddings:
             return error_response(501, "This server does not support embeddings.")
         given = body.get("input", []) if isinstance(body, dict) else []
@@ -242,7 +245,10 @@ class Serving:
             {"object": "embedding", "index": i, "embedding": [len(t), t.count(" "), 1.0]}
             for i, t in enumerate(map(str, texts))
         ]
-        return json_response(200, {"object": "list", "data": data, "model": self.model})
+        tokens = sum(map(len, map(str, texts)))  # this fake's tokens are characters
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        answer = {"object": "list", "data": data, "model": self.model, "usage": usage}
+        return json_response(200, answer)
 
     def _tokens(self, path: str, body: Any) -> FakeResponse:
         """The tokenizer routes. This fake's tokens are characters (the id is the code
@@ -315,6 +321,9 @@ class Serving:
         return response.on_close(release)
 
     def _chat(self, request: FakeRequest, read_timeout: float | None, model: str) -> FakeResponse:
+        body = request.body
+        if body.get("logprobs") is True and body.get("tools") and body.get("stream"):
+            return error_response(400, LOGPROBS_WITH_TOOLS, "invalid_request_error")
         taken = self._take(request)
         if taken is None:
             return error_response(500, NO_REPLY)
@@ -327,7 +336,6 @@ class Serving:
             return self._occupy(
                 request, FakeResponse(answer.status, answer.headers, steps, read_timeout)
             )
-        body = request.body
         messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
         total = sum(map(prompt_tokens, messages))
         cache = self._cache_hit(messages)

@@ -27,6 +27,7 @@ order included) and the recordings show.
 from __future__ import annotations
 
 import json
+import math
 import re
 import string
 from collections.abc import Callable, Mapping, Sequence
@@ -240,6 +241,13 @@ class Answer:
     chunk: int | None = None
     finish: str | None = None
     pace: float | tuple[float, ...] = 0.0
+    confidence: float | tuple[float, ...] = 1.0
+
+    def probability(self, n: int) -> float:
+        """The probability of the ``n``-th token (from 1)."""
+        if isinstance(self.confidence, tuple):
+            return self.confidence[n - 1] if n <= len(self.confidence) else 1.0
+        return self.confidence
 
     def delay(self, n: int) -> float:
         """Seconds between the ``n``-th chunk of the answer (from 1: the tokens, then the
@@ -322,6 +330,8 @@ class Layout:
     prompt_speed: float = 0.5
     speed: float = 5.0
     prefill: float = 0.0
+    top: int | None = None  # the alternatives asked for with log-probabilities; None: none
+    probability: Callable[[int], float] = lambda n: 1.0
     out: list[Piece] = field(default_factory=list)
     at: float = 0.0  # when the chunk emitted next is due
     generating: float = 0.0  # seconds the tokens took (paced answers)
@@ -382,7 +392,7 @@ class Layout:
             self.at += pace(n)
             self.generating = self.at - self.prefill
             first = [self.chunk(ROLE)] if n == 1 and role else []
-            self.emit([*first, self.chunk(delta)], n, self.per_token)
+            self.emit([*first, self._token(delta, n)], n, self.per_token)
         if not deltas and role:  # nothing generated: the role delta alone
             self.emit([self.chunk(ROLE)], 0, False)
         if finish is not None:
@@ -394,6 +404,46 @@ class Layout:
         if done:
             self.out.append(Piece(DONE, len(deltas), self.at))
         return self.out
+
+
+    def _token(self, delta: Mapping[str, Any], n: int) -> dict[str, Any]:
+        """The chunk of the ``n``-th token, with its log-probability when they were asked
+        for (the token's text is the delta's)."""
+        out = self.chunk(delta)
+        if self.top is not None:
+            entry = logprob(_text(delta), self.probability(n), self.top)
+            out["choices"][0]["logprobs"] = {"content": [entry]}
+        return out
+
+
+def _text(delta: Mapping[str, Any]) -> str:
+    calls = delta.get("tool_calls")
+    if calls:
+        return str(calls[0].get("function", {}).get("arguments", ""))
+    return str(delta.get("content") or delta.get("reasoning_content") or "")
+
+
+def logprob(text: str, p: float, top: int) -> dict[str, Any]:
+    """One token's log-probability entry as llama-server sends it: ``top`` alternatives,
+    the token first, then one more (id 0, the rest of the probability) when there is room."""
+    raw = list(text.encode())
+    entry = {"id": 1, "token": text, "bytes": raw, "logprob": math.log(p)}
+    alternatives = [dict(entry)]
+    if p < 1:
+        alternatives.append({"id": 0, "token": "", "bytes": [], "logprob": math.log(1 - p)})
+    return {**entry, "top_logprobs": alternatives[:top]}
+
+
+def asked_top(body: Mapping[str, Any]) -> int | None:
+    """The alternatives a request asks for with log-probabilities (llama-server reads
+    ``n_probs``, and ``logprobs: true`` as ``top_logprobs``, 20 by default); None: none."""
+    n_probs = body.get("n_probs")
+    if isinstance(n_probs, int) and n_probs > 0:
+        return n_probs
+    if body.get("logprobs") is True:
+        top = body.get("top_logprobs", 20)
+        return top if isinstance(top, int) and top > 0 else None
+    return None
 
 
 def _with_timings(event: Mapping[str, Any], times: dict[str, Any]) -> dict[str, Any]:
@@ -428,6 +478,8 @@ def stream_chunks(
         per_token=bool(body.get("timings_per_token")),
         usage=with_usage,
         prefill=prefill,
+        top=asked_top(body),
+        probability=answer.probability,
     )
     if body.get("return_progress"):
         layout.progress()

@@ -24,6 +24,7 @@ from llamaclient import (
     ChatRequest,
     Client,
     Config,
+    HTTPStatusError,
     Pool,
     UserMessage,
 )
@@ -257,6 +258,39 @@ async def test_a_pooled_turn_with_failover_is_one_span_with_both_routes(otel: Te
     assert span.status.status_code is StatusCode.UNSET
 
 
+async def test_an_embed_call_is_one_span_with_its_tokens_and_dimension(otel: Telemetry) -> None:
+    fake = FakeLlama(embeddings=True)
+    config = Config(fake.url, model="nomic", api_key=KEY)
+    async with Client(config, transport=fake.transport()) as client:
+        otel.watch(client)
+        vectors = await client.embed(["a b c", "de"], batch=1)
+    assert len(vectors) == 2
+    span = otel.span()
+    assert (span.name, span.kind) == ("embeddings nomic", SpanKind.CLIENT)
+    attrs = dict(span.attributes or {})
+    assert attrs["gen_ai.operation.name"] == "embeddings"
+    assert attrs["gen_ai.request.model"] == "nomic"
+    assert attrs["gen_ai.usage.input_tokens"] == 7  # both batches: the fake counts characters
+    assert attrs["gen_ai.embeddings.dimension.count"] == 3
+    assert attrs["llamaclient.embeddings.inputs"] == 2
+    assert span.status.status_code is StatusCode.UNSET
+    durations = otel.metrics()["gen_ai.client.operation.duration"]
+    assert [dict(d.attributes)["gen_ai.operation.name"] for d in durations] == ["embeddings"]
+    assert KEY not in everything(span)
+
+
+async def test_a_failed_embed_call_is_an_error_span(otel: Telemetry) -> None:
+    fake = FakeLlama(embeddings=False)
+    async with Client(Config(fake.url), transport=fake.transport()) as client:
+        otel.watch(client)
+        with pytest.raises(HTTPStatusError):
+            await client.embed("x")
+    span = otel.span()
+    assert span.name == "embeddings"
+    assert dict(span.attributes or {})["error.type"] == "HTTPStatusError"
+    assert span.status.status_code is StatusCode.ERROR
+
+
 PROGRAM = """
 import asyncio, sys
 from opentelemetry import trace
@@ -267,14 +301,16 @@ from llamaclient import ChatRequest, Client, Config, UserMessage
 from llamaclient.testing import FakeLlama
 
 async def main():
-    fake = FakeLlama().reply("one").reply("two")
+    fake = FakeLlama(embeddings=True).reply("one").reply("two")
     async with Client(Config(fake.url), transport=fake.transport()) as client:
         await client.complete(ChatRequest([UserMessage("hi")]))  # no provider yet: no span
+        await client.embed("no span either")
         exporter = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         trace.set_tracer_provider(provider)
         await client.complete(ChatRequest([UserMessage("hi")]))
+        await client.embed("a text")
     print([s.name for s in exporter.get_finished_spans()])
 
 asyncio.run(main())
@@ -286,7 +322,7 @@ def test_the_global_provider_traces_every_client_without_a_call() -> None:
         [sys.executable, "-c", PROGRAM], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['chat']"
+    assert done.stdout.strip() == "['chat', 'embeddings']"
 
 
 def test_without_opentelemetry_imported_nothing_is_imported_or_watched() -> None:

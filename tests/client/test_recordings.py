@@ -69,6 +69,8 @@ RECORDINGS: dict[str, Recording] = {p.stem: load(p) for p in sorted(DIRECTORY.gl
 STREAMED = (
     "answer_no_thinking",
     "inband_error",
+    "logprobs_answer",
+    "logprobs_tool_call",
     "long_answer",
     "progress",
     "reasoning_answer",
@@ -84,6 +86,7 @@ ERRORS = (
     "context_overflow",
     "image_unsupported",
     "loading_503",
+    "logprobs_tools_refused",
     "not_found",
     "validation_error",
     "validation_error_500",
@@ -96,6 +99,7 @@ CHAT_POSTS = (
     "context_overflow",
     "image_unsupported",
     "loading_503",
+    "logprobs_tools_refused",
     "validation_error",
     "validation_error_500",
 )

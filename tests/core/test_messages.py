@@ -151,7 +151,7 @@ calls = st.builds(
     texts,
     texts,
     st.dictionaries(
-        st.text(max_size=5).filter(lambda k: k not in ("id", "type", "function")),
+        st.text(max_size=5).filter(lambda k: k not in ("id", "type", "function", "index")),
         st.integers() | texts,
         max_size=2,
     ),

@@ -10,10 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from devtools.llama_server import LlamaServer
 from llamaclient import Client, HTTPStatusError
 from llamaclient._embedded import gemma_path
+from llamaclient.otel import instrument
 from tests.live.chat import live_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
@@ -57,3 +61,19 @@ async def test_a_server_without_embeddings_refuses(base_url: str) -> None:
         with pytest.raises(HTTPStatusError) as info:
             await client.embed("x")
     assert info.value.status in (400, 501)
+
+
+async def test_a_traced_embed_reports_the_servers_token_count(embedder: LlamaServer) -> None:
+    """The span's input tokens are the server's own count of the texts (``usage``), the
+    same as ``tokenize`` gives them one by one."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    async with Client(live_config(embedder.base_url)) as client:
+        instrument(client, tracer_provider=provider)
+        vectors = await client.embed(TEXTS, batch=3)
+        counts = [len(await client.tokenize(t, add_special=True)) for t in TEXTS]
+    [span] = spans.get_finished_spans()
+    attrs = dict(span.attributes or {})
+    assert attrs["gen_ai.embeddings.dimension.count"] == len(vectors[0])
+    assert attrs["gen_ai.usage.input_tokens"] == sum(counts)

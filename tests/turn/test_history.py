@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from llamaclient import (
@@ -19,10 +20,12 @@ from llamaclient import (
     ChatMessage,
     ChatRequest,
     Completion,
+    Confidence,
     Content,
     Progress,
     Reasoning,
     SystemMessage,
+    ToolCall,
     ToolSchema,
     UserMessage,
 )
@@ -327,3 +330,17 @@ def test_explain_and_miss_at_their_edges() -> None:
     assert sixth is not None
     assert (sixth.expected, sixth.reused) == (100, 94)
     assert CacheReport(1, 1).shortfall == 0
+
+
+def test_a_tool_calls_confidence_is_not_a_change_it_is_never_sent() -> None:
+    call = ToolCall("c1", "read_file", '{"path": "a"}')
+    sure = msgspec.structs.replace(call, confidence={"path": Confidence(0.5, 0.5, 1)})
+    request = ChatRequest(FIRST, session="s")
+    past = Past(request, AssistantMessage(None, tool_calls=(sure,)), 100, "http://x")
+    rebuilt = [*FIRST, AssistantMessage(None, tool_calls=(call,)), UserMessage("next")]
+    report = explain(past, ChatRequest(rebuilt, session="s"), "http://x", 150, 50)
+    assert report.reason != "messages", report.detail
+    edited = msgspec.structs.replace(call, arguments='{"path": "b"}')
+    changed = [*FIRST, AssistantMessage(None, tool_calls=(edited,)), UserMessage("next")]
+    report = explain(past, ChatRequest(changed, session="s"), "http://x", 150, 50)
+    assert "messages[" in report.detail

@@ -56,6 +56,8 @@ def shown(value: Any) -> str:
     parts = []
     for name in fields:
         field = getattr(value, name)
+        if field is None and name in ("logprobs", "confidence"):
+            continue  # only with top_logprobs asked for
         if isinstance(field, bytes) and len(field) > 60:
             field = field[:60] + b"..."
         parts.append(f"{name}={shown(field) if isinstance(field, BaseException) else field!r}")
