@@ -519,20 +519,15 @@ class Assembler:
         kept with the piece's offsets, for the call's field confidence."""
         if self._pending:
             tokens, self._pending = self._pending + tokens, ()
-        for n in range(len(events) - 1, mark - 1, -1):
-            event = events[n]
-            if type(event) is Reasoning or type(event) is Content:
-                events[n] = msgspec.structs.replace(event, logprobs=tokens)
-                self._logprobs += tokens
-                return
-            if type(event) is ToolCallDelta:
-                events[n] = msgspec.structs.replace(event, logprobs=tokens)
-                self._logprobs += tokens
-                call = self._calls[event.index]
-                if event.arguments:
-                    call.tokens.append((call.size - len(event.arguments), call.size, tokens))
-                return
-        self._pending = tokens
+        if len(events) == mark:
+            self._pending = tokens
+            return
+        event = events[-1]  # Reasoning, Content or a ToolCallDelta: _apply adds them last
+        events[-1] = msgspec.structs.replace(event, logprobs=tokens)
+        self._logprobs += tokens
+        if type(event) is ToolCallDelta and event.arguments:
+            call = self._calls[event.index]
+            call.tokens.append((call.size - len(event.arguments), call.size, tokens))
 
     def _tool_piece(
         self, raw: msgspec.Raw, position: int | None, events: list[ChatEvent], data: str | bytes

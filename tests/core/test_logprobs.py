@@ -27,6 +27,7 @@ from llamaclient import (
     TokenLogprob,
     ToolCallDelta,
     ToolSchema,
+    TopLogprob,
     UserMessage,
     build_body,
 )
@@ -347,3 +348,29 @@ def test_top_logprobs_is_sent_as_openai_asks_and_as_n_probs_with_tools() -> None
 def test_top_logprobs_out_of_range_is_refused(bad: Any) -> None:
     with pytest.raises(ValueError, match="top_logprobs"):
         ChatRequest([UserMessage("hi")], top_logprobs=bad)
+
+
+def test_empty_logprobs_and_a_name_only_piece() -> None:
+    empty = chunk({"content": "a"})
+    empty["choices"][0]["logprobs"] = {"content": []}
+    header = {"index": 0, "id": "c", "function": {"name": "f"}}
+    named = with_tokens(chunk({"tool_calls": [header]}), token("<call f>", 0.9))
+    args = {"index": 0, "function": {"arguments": '{"a": 1}'}}
+    asm, events = feed(
+        [chunk(ROLE), empty, named, with_tokens(chunk({"tool_calls": [args]}), token("x", 0.5))]
+    )
+    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
+    assert [len(e.logprobs or ()) for e in deltas] == [1, 1]  # the name's piece keeps its own
+    events += asm.push(json.dumps(chunk({}, "tool_calls")))
+    (call,) = asm.finish().tool_calls
+    assert call.confidence == {"a": Confidence(0.5, 0.5, 1)}  # the name's token wrote no field
+    assert [t.token for t in asm.finish().logprobs or ()] == ["<call f>", "x"]
+
+
+def test_confidence_of_nothing_and_a_field_no_piece_wrote() -> None:
+    assert Confidence.of([]) is None
+    assert field_confidence('{"a": 1}', []) is None
+    one = (TokenLogprob("x", math.log(0.5), top_logprobs=(TopLogprob("x", math.log(0.5)),)),)
+    assert one[0].top_logprobs[0].probability == pytest.approx(0.5)
+    found = field_confidence('{"a": 1, "b": 2}', [(0, 7, one)])
+    assert found == {"a": Confidence(0.5, 0.5, 1)}  # "b" at 13-14: no piece there

@@ -22,7 +22,7 @@ from llamaclient import (
     TemplateCaps,
     UnsupportedInputError,
 )
-from llamaclient._protocol.info import props_from, slots_from
+from llamaclient._protocol.info import metrics_from, props_from, slots_from
 from llamaclient._protocol.status import status_error
 from llamaclient._turn.secret import hide_key
 
@@ -240,3 +240,20 @@ def test_the_audio_and_video_refusals_too(word: str, modality: str) -> None:
 def test_a_message_that_only_mentions_images_is_not_a_refusal() -> None:
     body = b'{"error":{"code":500,"message":"failed: image input is not supported","type":"x"}}'
     assert type(status_error(500, body)) is HTTPStatusError
+
+
+def test_metrics_text_is_read_sample_by_sample() -> None:
+    text = (
+        b"# HELP llamacpp:requests_processing Number of requests processing.\n"
+        b"# TYPE llamacpp:requests_processing gauge\n"
+        b"llamacpp:requests_processing 2\n"
+        b'llamacpp:tokens{slot="0"} 7.5 1700000000\n'
+        b"\n"
+        b"not_a_sample\n"
+        b"llamacpp:bad nan-ish\n"
+        b'llamacpp:empty{x="y"}\n'
+    )
+    assert metrics_from(text) == {
+        "llamacpp:requests_processing": 2.0,
+        'llamacpp:tokens{slot="0"}': 7.5,
+    }

@@ -344,3 +344,14 @@ def test_a_tool_calls_confidence_is_not_a_change_it_is_never_sent() -> None:
     changed = [*FIRST, AssistantMessage(None, tool_calls=(edited,)), UserMessage("next")]
     report = explain(past, ChatRequest(changed, session="s"), "http://x", 150, 50)
     assert "messages[" in report.detail
+
+
+def test_an_answer_of_another_class_with_the_same_fields_is_no_change() -> None:
+    """The server sees the same JSON: the cache was evicted, not the history edited."""
+
+    class KeptAnswer(AssistantMessage, frozen=True):
+        """An application's own answer type: the same fields, another class."""
+
+    past = Past(ChatRequest(FIRST, session="s"), AssistantMessage("Done."), 100, "http://x")
+    request = ChatRequest([*FIRST, KeptAnswer("Done."), UserMessage("Again.")], session="s")
+    assert explain(past, request, "http://x", 140, 0).reason == "evicted"
