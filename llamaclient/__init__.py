@@ -69,6 +69,7 @@ from ._types.messages import (
 )
 from ._types.models import ModelInfo
 from ._types.openai import from_openai, to_openai
+from ._types.ranking import RerankResult
 from ._types.request import ChatRequest
 from ._types.server import (
     GenerationSettings,
@@ -136,6 +137,7 @@ __all__ = [
     "ProtocolError",
     "Queued",
     "Reasoning",
+    "RerankResult",
     "Response",
     "ResumeError",
     "Resuming",

@@ -13,6 +13,7 @@ from ._driver.embeddings import BATCH, embed
 from ._driver.endpoint import Endpoint
 from ._driver.models import list_models, load_model, unload_model
 from ._driver.observe import Instrument
+from ._driver.rerank import rerank
 from ._driver.shared import Shared
 from ._driver.tokens import count_tokens, detokenize, tokenize
 from ._driver.tracing import embeddings_span
@@ -21,6 +22,7 @@ from ._protocol.info import metrics_from, props_from, slots_from
 from ._types.config import Config
 from ._types.errors import ProtocolError
 from ._types.models import ModelInfo
+from ._types.ranking import RerankResult
 from ._types.request import ChatRequest
 from ._types.server import Props, Slot, SlotErased, SlotRestored, SlotSaved, TokenPiece
 
@@ -105,6 +107,10 @@ class ServerCalls:
         parse_special: bool = ...,
         pieces: Literal[True],
     ) -> list[TokenPiece]: ...
+    @overload
+    async def tokenize(
+        self, text: str, *, add_special: bool = ..., parse_special: bool = ..., pieces: bool
+    ) -> list[int] | list[TokenPiece]: ...
     async def tokenize(
         self,
         text: str,
@@ -140,6 +146,25 @@ class ServerCalls:
             vectors = await embed(self._endpoint, texts, normalize, batch, span.counted)
             span.dimension = len(vectors[0]) if vectors else None
             return vectors
+
+    async def rerank(
+        self, query: str, documents: Sequence[str], *, top_n: int | None = None
+    ) -> list[RerankResult]:
+        """The ``documents`` by relevance to ``query``, most relevant first (``top_n`` of
+        them): ``POST /v1/rerank`` on a server started with ``--reranking`` (a reranker
+        model), with ``Config.model`` for a router. Each :class:`RerankResult` has the
+        document's index in ``documents``, its score and its text. Retries and waits as
+        :meth:`embed` does; traced as a ``rerank`` span."""
+        if isinstance(documents, str):
+            raise ValueError("documents must be a sequence of texts, not one string")
+        if top_n is not None and (type(top_n) is not int or top_n < 1):
+            raise ValueError(f"top_n must be an int >= 1, not {top_n!r}")
+        texts = list(documents)
+        span = embeddings_span(self.instruments, self.config, len(texts), "rerank")
+        if span is None:
+            return await rerank(self._endpoint, query, texts, top_n)
+        with span:
+            return await rerank(self._endpoint, query, texts, top_n, span.counted)
 
     async def save_slot(self, slot: int, filename: str) -> SlotSaved:
         """Write slot ``slot``'s prompt cache to ``filename`` in the server's

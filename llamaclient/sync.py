@@ -21,7 +21,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -34,6 +34,7 @@ from . import (
     Config,
     ModelInfo,
     Props,
+    RerankResult,
     Routed,
     RunOutcome,
     Slot,
@@ -41,6 +42,7 @@ from . import (
     SlotRestored,
     SlotSaved,
     StreamState,
+    TokenPiece,
     ToolResult,
     Tools,
     Transport,
@@ -51,6 +53,7 @@ from . import ChatStream as AsyncChatStream
 from . import Client as AsyncClient
 from . import Pool as AsyncPool
 from . import ToolRun as AsyncToolRun
+from ._driver.embeddings import BATCH
 
 __all__ = ["ChatStream", "Client", "Pool", "ToolRun"]
 
@@ -341,6 +344,64 @@ class Client(_Blocking[AsyncClient]):
     def slots(self) -> list[Slot]:
         """``GET /slots``, typed."""
         return self._loop.run(self._async.slots)
+
+    def count_tokens(self, request: ChatRequest) -> int:
+        """See ``Client.count_tokens``."""
+        client = self._async
+        return self._loop.run(lambda: client.count_tokens(request))
+
+    @overload
+    def tokenize(
+        self,
+        text: str,
+        *,
+        add_special: bool = ...,
+        parse_special: bool = ...,
+        pieces: Literal[False] = ...,
+    ) -> list[int]: ...
+    @overload
+    def tokenize(
+        self,
+        text: str,
+        *,
+        add_special: bool = ...,
+        parse_special: bool = ...,
+        pieces: Literal[True],
+    ) -> list[TokenPiece]: ...
+    def tokenize(
+        self,
+        text: str,
+        *,
+        add_special: bool = False,
+        parse_special: bool = False,
+        pieces: bool = False,
+    ) -> list[int] | list[TokenPiece]:
+        """See ``Client.tokenize`` (``pieces=True``: :class:`TokenPiece`s)."""
+        client = self._async
+        return self._loop.run(
+            lambda: client.tokenize(
+                text, add_special=add_special, parse_special=parse_special, pieces=pieces
+            )
+        )
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        """See ``Client.detokenize``."""
+        client = self._async
+        return self._loop.run(lambda: client.detokenize(ids))
+
+    def embed(
+        self, inputs: str | Sequence[str], *, normalize: bool = False, batch: int = BATCH
+    ) -> list[list[float]]:
+        """See ``Client.embed``."""
+        client = self._async
+        return self._loop.run(lambda: client.embed(inputs, normalize=normalize, batch=batch))
+
+    def rerank(
+        self, query: str, documents: Sequence[str], *, top_n: int | None = None
+    ) -> list[RerankResult]:
+        """See ``Client.rerank``."""
+        client = self._async
+        return self._loop.run(lambda: client.rerank(query, documents, top_n=top_n))
 
 
 class Pool(_Blocking[AsyncPool]):

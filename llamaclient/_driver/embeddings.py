@@ -19,7 +19,7 @@ from .._turn.secret import hide_key
 from .._types.errors import ConnectError, LoadTimeoutError, ProtocolError
 from .endpoint import Endpoint
 
-__all__ = ["BATCH", "embed"]
+__all__ = ["BATCH", "embed", "post"]
 
 BATCH = 32  # inputs a request
 PATH = "/v1/embeddings"
@@ -61,21 +61,28 @@ async def embed(
 
 
 async def _batch(endpoint: Endpoint, inputs: list[str]) -> tuple[list[list[float]], int]:
-    config = endpoint.config
     body: dict[str, object] = {"input": inputs, "encoding_format": "float"}
-    if config.model:
-        body["model"] = config.model
-    encoded = msgspec.json.encode(body)
+    if endpoint.config.model:
+        body["model"] = endpoint.config.model
+    data = await post(endpoint, PATH, msgspec.json.encode(body))
+    return _vectors(data, len(inputs))
+
+
+async def post(endpoint: Endpoint, path: str, body: bytes) -> bytes:
+    """``POST path`` with a chat's policies before output: a refused connection or a busy
+    answer retried with backoff, a loading model waited for, any other refusal its typed
+    error (without the key); the answer's body."""
+    config = endpoint.config
     attempt, loading_since = 0, None
     while True:
         try:
-            status, data = await endpoint.call("POST", PATH, encoded)
+            status, data = await endpoint.call("POST", path, body)
         except ConnectError:
             if attempt >= config.max_retries:
                 raise
             status, data = 0, b""
         if status and status < 300:
-            return _vectors(data, len(inputs))
+            return data
         if status and is_loading(status, data):
             now = anyio.current_time()
             loading_since = loading_since if loading_since is not None else now

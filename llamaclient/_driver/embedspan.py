@@ -1,6 +1,7 @@
-"""OpenTelemetry for ``Client.embed``: one span, kind CLIENT, named ``embeddings {model}``,
-after the GenAI semantic conventions (operation ``embeddings``), and the GenAI client
-metrics of the call: its duration and its input tokens. Imported only when
+"""OpenTelemetry for ``Client.embed`` and ``Client.rerank``: one span, kind CLIENT, named
+``embeddings {model}`` (or ``rerank {model}``), after the GenAI semantic conventions
+(operation ``embeddings``; ``rerank`` is ours, the conventions name none), and the GenAI
+client metrics of the call: its duration and its input tokens. Imported only when
 ``opentelemetry`` is (``telemetry.py``)."""
 
 from __future__ import annotations
@@ -24,18 +25,23 @@ class EmbeddingsSpan:
     that leaves the block is the span's ``error.type`` and status."""
 
     def __init__(
-        self, tracer: Tracer, instruments: Instruments | None, config: Config, inputs: int
+        self,
+        tracer: Tracer,
+        instruments: Instruments | None,
+        config: Config,
+        inputs: int,
+        operation: str = "embeddings",
     ) -> None:
         url = urlsplit(config.base_url)
         self._attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "embeddings",
+            "gen_ai.operation.name": operation,
             "gen_ai.provider.name": PROVIDER,
             "gen_ai.request.model": config.model or "",
             "server.address": url.hostname or "",
             "server.port": url.port or (443 if url.scheme == "https" else 80),
         }
-        name = f"embeddings {config.model}" if config.model else "embeddings"
-        attributes = {**self._attributes, "llamaclient.embeddings.inputs": inputs}
+        name = f"{operation} {config.model}" if config.model else operation
+        attributes = {**self._attributes, f"llamaclient.{operation}.inputs": inputs}
         self._span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
         self._instruments = instruments
         self._started = time.monotonic()

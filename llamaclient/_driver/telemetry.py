@@ -49,13 +49,15 @@ class Telemetry:
         assert self._tracer is not None
         return TurnSpan(self._tracer, self._instruments, plan, target, capture)
 
-    def embeddings(self, config: Config, inputs: int) -> EmbeddingsSpan | None:
-        """The span of an ``embed`` call of ``inputs`` texts (None while no provider is
-        set)."""
+    def embeddings(
+        self, config: Config, inputs: int, operation: str = "embeddings"
+    ) -> EmbeddingsSpan | None:
+        """The span of an ``embed`` call of ``inputs`` texts (``operation`` ``rerank``: a
+        ``rerank`` call of ``inputs`` documents); None while no provider is set."""
         if not self._ready():
             return None
         assert self._tracer is not None
-        return EmbeddingsSpan(self._tracer, self._instruments, config, inputs)
+        return EmbeddingsSpan(self._tracer, self._instruments, config, inputs, operation)
 
     def _ready(self) -> bool:
         """A tracer (and instruments) from real providers; False while none is set."""

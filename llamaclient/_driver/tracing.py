@@ -38,10 +38,10 @@ def trace_turns(plan: Plan, target: Target) -> Observer | None:
 
 
 def embeddings_span(
-    instruments: Sequence[object], config: Config, inputs: int
+    instruments: Sequence[object], config: Config, inputs: int, operation: str = "embeddings"
 ) -> EmbeddingsSpan | None:
-    """The span of an ``embed`` call, from the client's instrument (``otel.instrument``)
-    or the global providers; None when nothing traces."""
+    """The span of an ``embed`` (or ``rerank``: ``operation``) call, from the client's
+    instrument (``otel.instrument``) or the global providers; None when nothing traces."""
     for instrument in instruments:
         if instrument is trace_turns:
             if "opentelemetry.trace" not in sys.modules:
@@ -52,7 +52,7 @@ def embeddings_span(
                 _GLOBAL.append(Telemetry())
             instrument = _GLOBAL[0]
         embeddings = getattr(instrument, "embeddings", None)
-        span = embeddings(config, inputs) if embeddings is not None else None
+        span = embeddings(config, inputs, operation) if embeddings is not None else None
         if span is not None:
             return span  # type: ignore[no-any-return]
     return None

@@ -89,6 +89,7 @@ class FakeLlama(Serving):
         metrics: dict[str, float] | None = None,
         slot_save_path: bool = False,
         embeddings: bool = False,
+        reranking: bool = False,
     ) -> None:
         self.model = model
         self.n_ctx = n_ctx
@@ -100,6 +101,7 @@ class FakeLlama(Serving):
         # Saved slot files (name -> tokens), with --slot-save-path; None: 501 without it.
         self.slot_files: dict[str, int] | None = {} if slot_save_path else None
         self.embeddings = embeddings  # POST /v1/embeddings answers (else 501)
+        self.reranking = reranking  # POST /v1/rerank answers (else 501)
         self.models: dict[str, FakeModel] = (
             dict(models) if isinstance(models, Mapping) else {m: FakeModel() for m in models}
         )

@@ -44,6 +44,8 @@ _PROMETHEUS = (("Content-Type", "text/plain; version=0.0.4"),)
 _TOKEN_ROUTES = frozenset(
     {"/tokenize", "/detokenize", "/apply-template", "/v1/chat/completions/input_tokens"}
 )
+_RERANK_ROUTES = frozenset({"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"})
+_POSTS = _TOKEN_ROUTES | _RERANK_ROUTES | {"/v1/embeddings", "/embeddings"}
 
 
 def fake_template(messages: Any) -> str:
@@ -98,6 +100,7 @@ class Serving:
     metrics: dict[str, float] | None
     slot_files: dict[str, int] | None
     embeddings: bool
+    reranking: bool
     models: dict[str, FakeModel]
     load_looks: int
     models_max: int
@@ -191,10 +194,8 @@ class Serving:
             return self._slots()
         if method == "GET" and path == "/metrics":
             return self._metrics()
-        if method == "POST" and path in ("/v1/embeddings", "/embeddings"):
-            return self._embeddings(call.body)
-        if method == "POST" and path in _TOKEN_ROUTES:
-            return self._tokens(path, call.body)
+        if method == "POST" and path in _POSTS:
+            return self._post(path, call.body)
         if method == "POST" and path.startswith("/slots/"):
             return self._slot_file(path, call.query.get("action"), call.body)
         if method == "GET" and path in ("/v1/models", "/models"):
@@ -248,6 +249,33 @@ class Serving:
         tokens = sum(map(len, map(str, texts)))  # this fake's tokens are characters
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         answer = {"object": "list", "data": data, "model": self.model, "usage": usage}
+        return json_response(200, answer)
+
+    def _post(self, path: str, body: Any) -> FakeResponse:
+        """The POST routes beside chat: embeddings, reranking, the tokenizer."""
+        if path in ("/v1/embeddings", "/embeddings"):
+            return self._embeddings(body)
+        if path in _RERANK_ROUTES:
+            return self._rerank(body)
+        return self._tokens(path, body)
+
+    def _rerank(self, body: Any) -> FakeResponse:
+        """``POST /v1/rerank``: this fake's score of a document is how many of the query's
+        words it has (case aside), most relevant first, ``top_n`` of them; its usage the
+        characters (``reranking=False``: 501, as without ``--reranking``)."""
+        if not self.reranking:
+            return error_response(501, "This server does not support reranking.")
+        body = body if isinstance(body, dict) else {}
+        query = set(str(body.get("query", "")).lower().split())
+        documents = [str(d) for d in body.get("documents", [])]
+        scores = [float(len(query & set(d.lower().split()))) for d in documents]
+        order = sorted(range(len(documents)), key=lambda i: (-scores[i], i))
+        top = body.get("top_n")
+        kept = order[:top] if isinstance(top, int) and top > 0 else order
+        results = [{"index": i, "relevance_score": scores[i]} for i in kept]
+        tokens = sum(map(len, documents)) + len(str(body.get("query", ""))) * len(documents)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        answer = {"model": self.model, "object": "list", "usage": usage, "results": results}
         return json_response(200, answer)
 
     def _tokens(self, path: str, body: Any) -> FakeResponse:
