@@ -19,7 +19,7 @@ from .._turn.secret import hide_key
 from .._types.errors import ConnectError, LoadTimeoutError, ProtocolError
 from .endpoint import Endpoint
 
-__all__ = ["BATCH", "embed", "post"]
+__all__ = ["BATCH", "InputUsage", "embed", "post"]
 
 BATCH = 32  # inputs a request
 PATH = "/v1/embeddings"
@@ -30,13 +30,15 @@ class _Item(msgspec.Struct):
     index: int = 0
 
 
-class _Usage(msgspec.Struct):
+class InputUsage(msgspec.Struct):
+    """An answer's ``usage``: the input tokens, as the server counted them."""
+
     prompt_tokens: int = 0
 
 
 class _Answer(msgspec.Struct):
     data: list[_Item]
-    usage: _Usage | None = None
+    usage: InputUsage | None = None
 
 
 _DECODER = msgspec.json.Decoder(_Answer)

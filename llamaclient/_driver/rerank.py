@@ -11,7 +11,7 @@ import msgspec
 
 from .._types.errors import ProtocolError
 from .._types.ranking import RerankResult
-from .embeddings import post
+from .embeddings import InputUsage, post
 from .endpoint import Endpoint
 
 __all__ = ["rerank"]
@@ -24,13 +24,9 @@ class _Item(msgspec.Struct):
     relevance_score: float
 
 
-class _Usage(msgspec.Struct):
-    prompt_tokens: int = 0
-
-
 class _Answer(msgspec.Struct):
     results: list[_Item]
-    usage: _Usage | None = None
+    usage: InputUsage | None = None
 
 
 _DECODER = msgspec.json.Decoder(_Answer)
