@@ -55,7 +55,18 @@ MODULES: dict[str, Module] = {
         ),
     ),
     "body": Module(("llamaclient/_protocol/body.py",), ("tests/core/test_body.py",)),
-    "assembler": Module(("llamaclient/_protocol/assembler.py",), ("tests/core/test_assembler.py",)),
+    "assembler": Module(
+        ("llamaclient/_protocol/assembler.py",),
+        (
+            "tests/core/test_assembler.py",
+            "tests/core/test_dialects.py",
+            "tests/core/test_logprobs.py",
+        ),
+    ),
+    "logprobs": Module(
+        ("llamaclient/_types/logprobs.py", "llamaclient/_protocol/logprobs.py"),
+        ("tests/core/test_logprobs.py",),
+    ),
     "retry": Module(("llamaclient/_protocol/retry.py",), ("tests/core/test_retry.py",)),
     "http11": Module(("llamaclient/_protocol/http11.py",), ("tests/core/test_http11.py",)),
     "scanner": Module(("llamaclient/_arguments/scanner.py",), ("tests/arguments",)),

@@ -377,10 +377,11 @@ class Assembler:
         return risky
 
     @classmethod
-    def from_response(cls, body: str | bytes) -> Completion:
-        """Decode a non-streamed ``chat.completion`` body through the same rules. Nothing
-        was shown of it, so its errors carry no partial."""
-        self = cls()
+    def from_response(cls, body: str | bytes, top_logprobs: int | None = None) -> Completion:
+        """Decode a non-streamed ``chat.completion`` body through the same rules (with
+        ``top_logprobs`` as for a stream). Nothing was shown of it, so its errors carry no
+        partial."""
+        self = cls(top_logprobs)
         try:
             response = RESPONSE_DECODER.decode(body)
         except (msgspec.DecodeError, RecursionError) as exc:

@@ -217,7 +217,7 @@ class WholeBody(Phase):
             why = f"the body of an HTTP {self._status} answer is longer than max_body_bytes"
             return ctx.fail(ProtocolError(f"{why} ({limit} bytes)", data))
         try:
-            completion = Assembler.from_response(data)
+            completion = Assembler.from_response(data, ctx.request.top_logprobs)
         except InferError as exc:
             return ctx.fail(exc)
         return _validated(ctx, completion)

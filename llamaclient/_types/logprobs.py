@@ -103,8 +103,6 @@ def value_spans(text: str, *, whole: bool = True) -> dict[str, tuple[int, int]]:
     if text[i : i + 1] != "{":
         return {}
     i = _skip(text, i + 1)
-    if text[i : i + 1] == "}":
-        return spans if not whole or not text[_skip(text, i + 1) :] else {}
     try:
         while (end := _field(text, i, spans)) >= 0:
             i = _skip(text, end)

@@ -26,7 +26,7 @@ from llamaclient import (
     UserMessage,
 )
 from llamaclient._protocol.body import build_body
-from llamaclient._protocol.sse import SSEDecoder
+from llamaclient._protocol.sse import ErrorData, SSEDecoder
 from llamaclient._protocol.status import status_error
 from llamaclient._types.completion import Timings
 from llamaclient._types.events import ChatEvent
@@ -295,3 +295,24 @@ def test_a_stream_whose_every_id_is_empty_still_has_no_id() -> None:
         completion_of(body)
     assert info.value.partial is not None
     assert info.value.partial.content == "4"
+
+
+def test_an_error_events_own_fields_are_kept_when_they_have_their_types() -> None:
+    typed = ErrorData(b'{"message": "slow down", "code": "rate_limit", "type": "tokens"}')
+    with pytest.raises(ServerError) as caught:
+        Assembler().push(typed)
+    assert (caught.value.message, caught.value.code, caught.value.type) == (
+        "slow down",
+        "rate_limit",
+        "tokens",
+    )
+    odd = ErrorData(b'{"message": "m", "code": [1], "type": 5}')
+    with pytest.raises(ServerError) as caught:
+        Assembler().push(odd)
+    assert (caught.value.code, caught.value.type) == (None, None)
+
+
+def test_an_error_event_that_is_not_utf8_is_its_text_with_replacements() -> None:
+    with pytest.raises(ServerError) as caught:
+        Assembler().push(ErrorData(b"\xff overloaded"))
+    assert caught.value.message == "\ufffd overloaded"

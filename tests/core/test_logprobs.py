@@ -374,3 +374,56 @@ def test_confidence_of_nothing_and_a_field_no_piece_wrote() -> None:
     assert one[0].top_logprobs[0].probability == pytest.approx(0.5)
     found = field_confidence('{"a": 1, "b": 2}', [(0, 7, one)])
     assert found == {"a": Confidence(0.5, 0.5, 1)}  # "b" at 13-14: no piece there
+
+
+@pytest.mark.parametrize("arguments", ['{"a": 1} {', '{"a": 1', '{"a": 1,}'])
+def test_arguments_that_are_not_one_object_get_no_confidence(arguments: str) -> None:
+    payloads = [
+        chunk(ROLE),
+        with_tokens(
+            chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f"}}]}),
+            token("<f>", 0.9),
+        ),
+        with_tokens(
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]}),
+            token(arguments, 0.5),
+        ),
+        chunk({}, "tool_calls"),
+    ]
+    asm, _ = feed(payloads)
+    (call,) = asm.finish().tool_calls
+    assert call.arguments == arguments
+    assert call.confidence is None  # a field that seems complete in a broken text: none
+
+
+# -- the assembler's edges the mutation run found open ---------------------------------------
+def test_call_tokens_of_a_call_that_never_came_are_none() -> None:
+    asm, _ = feed(split_call('{"a": 1}', [3]))
+    assert [s for s, _, _ in asm.call_tokens(0)] == [0, 3]
+    assert asm.call_tokens(1) == []
+    assert asm.call_tokens(7) == []
+
+
+def test_a_whole_response_keeps_as_many_alternatives_as_asked() -> None:
+    body = {
+        "id": "chatcmpl-1",
+        "choices": [
+            {
+                "finish_reason": "stop",
+                "message": {"content": "hi"},
+                "logprobs": {"content": [token("hi", 0.25, ("ho", 0.5))]},
+            }
+        ],
+    }
+    whole = Assembler.from_response(json.dumps(body), top_logprobs=0)
+    assert [t.top_logprobs for t in whole.logprobs or ()] == [()]
+    kept = Assembler.from_response(json.dumps(body))
+    assert [len(t.top_logprobs) for t in kept.logprobs or ()] == [2]
+
+
+def test_the_cache_report_counts_the_whole_prompt() -> None:
+    timed = chunk({}, "stop", timings={"prompt_n": 3, "cache_n": 17, "predicted_n": 1})
+    asm, _ = feed([chunk(ROLE), chunk({"content": "a"}), timed])
+    cache = asm.finish().cache
+    assert cache is not None
+    assert (cache.prompt, cache.reused) == (20, 17)

@@ -43,6 +43,7 @@ from tests.turn.script import (
     config,
     drive,
     split_events,
+    status,
     stream_body,
     turn,
 )
@@ -379,3 +380,33 @@ def test_a_whole_typed_answer_is_decoded_too() -> None:
     run = drive(t, Server([Answer(headers=JSON, body=[body])]))
     assert run.done.completion is not None
     assert run.done.completion.output == City("Rome")
+
+
+@pytest.mark.parametrize(("asked", "kept"), [(0, 0), (1, 1), (None, 2)])
+def test_the_turn_keeps_as_many_alternatives_as_the_request_asked(
+    asked: int | None, kept: int
+) -> None:
+    """``top_logprobs=0`` goes as 1 (llama-server sends none for 0): the turn keeps none."""
+    entry = {"token": "hi", "logprob": -0.1, "top_logprobs": [
+        {"token": "hi", "logprob": -0.1}, {"token": "ho", "logprob": -2.5}]}  # fmt: skip
+    said = chunk({"content": "hi"})
+    said["choices"][0]["logprobs"] = {"content": [entry]}
+    request = ChatRequest([UserMessage("hi")], top_logprobs=asked)
+    run = drive(turn(request), Server([answer([chunk(ROLE), said, chunk({}, "stop")])]))
+    (content,) = [e for e in run.events if isinstance(e, Content)]
+    assert content.logprobs is not None
+    assert len(content.logprobs[0].top_logprobs) == kept
+    completion = run.done.completion
+    assert completion is not None
+    assert completion.logprobs == content.logprobs
+
+
+def test_a_whole_answer_keeps_as_many_alternatives_as_the_request_asked() -> None:
+    entry = {"token": "hi", "logprob": -0.1, "top_logprobs": [{"token": "hi", "logprob": -0.1}]}
+    choice = {"finish_reason": "stop", "message": {"content": "hi"}}
+    whole = {"id": "r", "choices": [{**choice, "logprobs": {"content": [entry]}}]}
+    request = ChatRequest([UserMessage("hi")], top_logprobs=0)
+    run = drive(turn(request), Server([status(200, msgspec.json.encode(whole))]))
+    completion = run.done.completion
+    assert completion is not None
+    assert [t.top_logprobs for t in completion.logprobs or ()] == [()]
