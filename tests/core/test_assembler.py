@@ -398,6 +398,25 @@ def test_a_call_numbered_past_the_calls_so_far_is_the_next_call() -> None:
     assert [c[0] for c in asm.tool_calls_so_far()] == ["f", "g", "h"]
 
 
+def test_own_numbers_after_the_switch_keep_the_calls_apart() -> None:
+    """After a server's own number (5) the next new number (1) is a new call even though it
+    is the number our events gave the call numbered 5; call 0 goes on as call 0; a negative
+    number is refused with the payload."""
+    asm = Assembler()
+
+    def piece(index: int, **entry: Any) -> list[ChatEvent]:
+        return asm.push(dumps(chunk({"tool_calls": [{"index": index, **entry}]})))
+
+    piece(0, id="a", function={"name": "f"})
+    assert piece(5, id="b", function={"name": "g"})[-1] == ToolCallDelta(1, "b", "g", "")
+    assert piece(1, id="c", function={"name": "h"})[-1] == ToolCallDelta(2, "c", "h", "")
+    assert piece(0, function={"arguments": "{}"}) == [ToolCallDelta(0, None, None, "{}")]
+    bad = dumps(chunk({"tool_calls": [{"index": -1, "function": {"arguments": "x"}}]}))
+    with pytest.raises(ProtocolError, match="-1 is negative") as info:
+        asm.push(bad)
+    assert info.value.raw == bad
+
+
 def test_the_first_call_numbered_one() -> None:
     asm = Assembler()
     first = asm.push(

@@ -316,3 +316,11 @@ def test_an_error_event_that_is_not_utf8_is_its_text_with_replacements() -> None
     with pytest.raises(ServerError) as caught:
         Assembler().push(ErrorData(b"\xff overloaded"))
     assert caught.value.message == "\ufffd overloaded"
+
+
+def test_a_delta_with_content_and_thinking_under_reasoning_gives_both() -> None:
+    """Not the plain-text shortcut: the thinking (vLLM's ``reasoning``) comes first."""
+    asm = Assembler()
+    events = asm.push(json.dumps(chunk({"content": "a", "reasoning": "b"})))
+    assert [type(e).__name__ for e in events] == ["Reasoning", "Content"]
+    assert [getattr(e, "text", None) for e in events] == ["b", "a"]
