@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from .._types.events import ChatEvent, Content, OutputDelta
-from .._types.logprobs import Confidence, TokenLogprob, Tokens
+from .._types.logprobs import Confidence, TokenLogprob, Tokens, field_confidence
 from .scanner import Path, ScanError, Scanner
 
 __all__ = ["OutputDecoder", "PartialValue"]
@@ -90,7 +90,19 @@ class OutputDecoder:
     the whole text says what was wrong.
     """
 
-    __slots__ = ("_deltas", "_key", "_path", "_scanner", "_string", "_tokens", "failed", "value")
+    __slots__ = (
+        "_deltas",
+        "_key",
+        "_path",
+        "_pieces",
+        "_scanner",
+        "_size",
+        "_string",
+        "_text",
+        "_tokens",
+        "failed",
+        "value",
+    )
 
     def __init__(self) -> None:
         self.value = PartialValue()
@@ -99,6 +111,9 @@ class OutputDecoder:
         self._path: Path = ()
         self._tokens: Tokens | None = None  # those of the piece being fed
         self._string: list[TokenLogprob] | None = None  # those of the open string so far
+        self._text: list[str] = []  # the answer so far, and the pieces that had tokens
+        self._size = 0
+        self._pieces: list[tuple[int, int, Tokens]] = []
         value = self.value
         self._scanner = Scanner(
             lenient=False,
@@ -117,8 +132,13 @@ class OutputDecoder:
         if self.failed or not text:
             return []
         self._tokens = tokens
-        if tokens and self._string is not None:
-            self._string += tokens
+        start = self._size
+        self._text.append(text)
+        self._size += len(text)
+        if tokens:
+            self._pieces.append((start, self._size, tokens))
+            if self._string is not None:
+                self._string += tokens
         try:
             self._scanner.feed(text)
         except ScanError:
@@ -182,7 +202,16 @@ class OutputDecoder:
 
     def _scalar(self, path: Path, raw: str) -> None:
         self.value.scalar(path, raw)
-        self._deltas.append(OutputDelta(path, raw, True, self._tokens))
+        sure = self._top_confidence(path[0]) if len(path) == 1 and self._pieces else None
+        self._deltas.append(OutputDelta(path, raw, True, self._tokens, sure))
+
+    def _top_confidence(self, key: str | int) -> Confidence | None:
+        """A top-level value's confidence, from the pieces that wrote its text (as a tool
+        call's field gets it)."""
+        text = "".join(self._text)
+        self._text = [text]
+        found = field_confidence(text, self._pieces, whole=False)
+        return None if found is None or not isinstance(key, str) else found.get(key)
 
     def _top_value(self, key: str, value: Any) -> None:
         self.value.set((key,), value)

@@ -154,9 +154,9 @@ class OutputDelta(msgspec.Struct, frozen=True, gc=False, repr_omit_defaults=True
     boolean or null arrives whole, as its JSON text, with ``done=True``.
 
     With ``top_logprobs`` asked for, ``logprobs`` are the tokens of the answer piece that
-    wrote this text, and a string's last piece (``done``) has its ``confidence``: the tokens
-    of every piece that wrote part of it, its quotes included (None for a number, boolean or
-    null: ``ToolCall.confidence`` has them for a tool call's fields)."""
+    wrote this text, and a value's last piece (``done``) has its ``confidence``: the tokens
+    of every piece that wrote part of it, a string's quotes included (a number, boolean or
+    null inside an object or array of the output has none)."""
 
     path: tuple[str | int, ...]
     text: str

@@ -309,9 +309,19 @@ def test_an_output_string_gets_the_confidence_of_the_pieces_that_wrote_it() -> N
     name_done = next(d for d in out if d.path == ("name",) and d.done)
     assert name_done.confidence == Confidence(0.25, 0.375, 2)
     age = next(d for d in out if d.path == ("age",))
-    assert (age.text, age.confidence) == ("42", None)  # a number: ToolCall.confidence has them
+    assert (age.text, age.confidence) == ("42", Confidence(0.25, 0.625, 2))  # "4" and "2"
     assert all(d.logprobs for d in out)
     assert decoder.finish()
+
+
+def test_a_nested_output_number_has_no_confidence_of_its_own() -> None:
+    decoder = OutputDecoder()
+    text = '{"point": {"x": 1, "y": 2}, "n": 3}'
+    deltas = decoder.process([Content(text, (TokenLogprob(text, math.log(0.5)),))])
+    sure = {d.path: d.confidence for d in deltas if isinstance(d, OutputDelta)}
+    assert sure == {("point", "x"): None, ("point", "y"): None, ("n",): Confidence(0.5, 0.5, 1)}
+    plain = OutputDecoder().process([Content(text)])
+    assert all(d.confidence is None for d in plain if isinstance(d, OutputDelta))
 
 
 # -- the request -----------------------------------------------------------------------------------

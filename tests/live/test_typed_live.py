@@ -172,3 +172,25 @@ async def test_scripted_tool_call_runs_a_function_tool(live_client: Client) -> N
     expected = dict(SCRIPTS["write_file"].tool_calls[0][1])
     assert call.parse(WriteFile) == WriteFile(expected["path"], expected["content"])
     assert call.invoke(write_file) == len(expected["content"])
+
+
+async def test_gemma_each_output_value_has_the_confidence_of_its_tokens(gemma: Client) -> None:
+    """With ``top_logprobs``: every string, and the top-level number, gets a confidence on
+    its last ``OutputDelta``, made of the answer's own tokens (a grammar-forced token is
+    the model's probability before the grammar, so it may be low)."""
+    request = msgspec.structs.replace(person_request(), top_logprobs=1)
+    async with gemma.chat(request, output=Person) as stream:
+        events = [e async for e in stream]
+    completion = stream.completion
+    assert isinstance(completion.output, Person)
+    tokens = completion.logprobs
+    assert tokens
+    assert "".join(t.token for t in tokens) == completion.content
+    done = {e.path: e.confidence for e in events if isinstance(e, OutputDelta) and e.done}
+    assert set(done) == {("name",), ("age",), ("address", "city"), ("address", "country")}
+    for path, sure in done.items():
+        assert sure is not None, path
+        assert 0 < sure.min <= sure.mean <= 1
+        assert 1 <= sure.tokens <= len(tokens)
+    probabilities = {t.probability for t in tokens}
+    assert all(sure is not None and sure.min in probabilities for sure in done.values())
