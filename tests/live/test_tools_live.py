@@ -124,9 +124,14 @@ def test_the_sync_client_streams_completes_and_runs_tools(base_url: str) -> None
 
 
 CHILD = """
+import signal
 import sys
 from llamaclient import Content, sync
 from tests.live.chat import live_config, script_request
+
+# Ctrl-C as a terminal delivers it: a job started in the background (CI's side-by-side
+# suites) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt for it.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 client = sync.Client(live_config(sys.argv[1], "asyncio"))
 try:

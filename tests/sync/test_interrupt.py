@@ -34,11 +34,16 @@ TOOL_TURN = re.findall(
 )
 
 SCRIPT = '''
+import signal
 import sys
 import time
 
 from llamaclient import ChatRequest, Config, Tools, UserMessage
 from llamaclient import sync
+
+# Ctrl-C as a terminal delivers it: a job started in the background (CI's side-by-side
+# suites) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt for it.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 url, mode = sys.argv[1:3]
 
