@@ -159,11 +159,9 @@ def _message_change(past: Past, messages: Sequence[ChatMessage]) -> str | None:
 def _sent(message: Any) -> Any:
     """The message as the server sees it: its fields, whatever its class, without its tool
     calls' confidence (never sent)."""
-    sent = msgspec.to_builtins(message)
-    if isinstance(sent, dict):
-        for call in sent.get("tool_calls") or ():
-            if isinstance(call, dict):
-                call.pop("confidence", None)
+    sent: dict[str, Any] = msgspec.to_builtins(message)  # a message struct: a dict
+    for call in sent.get("tool_calls") or ():
+        call.pop("confidence", None)
     return sent
 
 
