@@ -207,23 +207,28 @@ class Endpoint:
             raise error
         return data
 
-    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        """``POST path`` (``?model=`` as for a GET): a 2xx answer's status and body, else
-        its typed error."""
+    async def post(self, path: str, body: bytes) -> bytes:
+        """``POST path`` (``?model=`` as for a GET): a 2xx answer's body, else its typed
+        error."""
         status, data = await self.call("POST", self.model_path(path), body)
         if status >= 400:
             error = status_error(status, data)
             hide_key(error, self.config.api_key)
             raise error
-        return status, data
+        return data
 
-    async def post_json(self, path: str, body: Any) -> Any:
-        """``POST path`` with the JSON ``body`` (``?model=`` as for a GET), decoded; a non-2xx
-        answer is its typed error. A router finds the model in the body: a ``dict`` body gets
+    def json_body(self, body: Any) -> bytes:
+        """``body`` as JSON, for a router that finds the model in the body: a ``dict`` gets
         ``Config.model`` as its ``"model"`` when it names none."""
         if self.config.model and isinstance(body, dict) and "model" not in body:
             body = {**body, "model": self.config.model}
-        _, data = await self.post(path, msgspec.json.encode(body))
+        return msgspec.json.encode(body)
+
+    async def post_json(self, path: str, body: Any) -> Any:
+        """``POST path`` with the JSON ``body`` (``?model=`` as for a GET, and the model in a
+        ``dict`` body, see :meth:`json_body`), decoded; a non-2xx answer is its typed
+        error."""
+        data = await self.post(path, self.json_body(body))
         path = self.model_path(path)
         try:
             return ANY_DECODER.decode(data)

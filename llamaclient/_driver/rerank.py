@@ -1,6 +1,6 @@
 """Reranking on the same client as the chats (``Client.rerank``): ``POST /v1/rerank`` (a
-server started with ``--reranking``), with a chat's policies before output (``post`` in
-``embeddings.py``). The documents come back most relevant first, each with its index in
+server started with ``--reranking``), with a chat's policies before output
+(``asking.py``). The documents come back most relevant first, each with its index in
 the list given and its score; ``top_n`` keeps that many."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import msgspec
 
 from .._types.errors import ProtocolError
 from .._types.ranking import RerankResult
-from .embeddings import InputUsage, post
+from .asking import InputUsage, post_retrying
 from .endpoint import Endpoint
 
 __all__ = ["rerank"]
@@ -46,9 +46,7 @@ async def rerank(
     body: dict[str, object] = {"query": query, "documents": list(documents)}
     if top_n is not None:
         body["top_n"] = top_n
-    if endpoint.config.model:
-        body["model"] = endpoint.config.model
-    data = await post(endpoint, PATH, msgspec.json.encode(body))
+    data = await post_retrying(endpoint, PATH, body)
     try:
         answer = _DECODER.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:

@@ -26,7 +26,7 @@ async def count_tokens(endpoint: Endpoint, known: Known, body: bytes) -> int:
     tokenizer."""
     if known.input_tokens is not False:
         try:
-            _, data = await endpoint.post(INPUT_TOKENS_PATH, body)
+            data = await endpoint.post(INPUT_TOKENS_PATH, body)
         except HTTPStatusError as exc:
             if exc.status not in _MISSING:
                 raise
@@ -34,11 +34,11 @@ async def count_tokens(endpoint: Endpoint, known: Known, body: bytes) -> int:
         else:
             known.input_tokens = True
             return _counted(data, INPUT_TOKENS_PATH)
-    _, data = await endpoint.post("/apply-template", body)
+    data = await endpoint.post("/apply-template", body)
     prompt = _decoded(data, "/apply-template").get("prompt")
     if not isinstance(prompt, str):
         raise ProtocolError("POST /apply-template: no prompt in the answer", data)
-    _, data = await endpoint.post("/tokenize", count_body(prompt))
+    data = await endpoint.post("/tokenize", count_body(prompt))
     return _counted(data, "/tokenize")
 
 

@@ -30,11 +30,7 @@ def trace_turns(plan: Plan, target: Target) -> Observer | None:
     """The turn's span, from the global OpenTelemetry providers (None: none is set)."""
     if "opentelemetry.trace" not in sys.modules:
         return None
-    if not _GLOBAL:
-        from .telemetry import Telemetry
-
-        _GLOBAL.append(Telemetry())
-    return _GLOBAL[0](plan, target)
+    return _global()(plan, target)
 
 
 def embeddings_span(
@@ -42,17 +38,23 @@ def embeddings_span(
 ) -> EmbeddingsSpan | None:
     """The span of an ``embed`` (or ``rerank``: ``operation``) call, from the client's
     instrument (``otel.instrument``) or the global providers; None when nothing traces."""
-    for instrument in instruments:
-        if instrument is trace_turns:
-            if "opentelemetry.trace" not in sys.modules:
-                continue
-            if not _GLOBAL:
-                from .telemetry import Telemetry
+    if "opentelemetry.trace" not in sys.modules:
+        return None  # no Telemetry without it: it imports opentelemetry
+    from .telemetry import Telemetry
 
-                _GLOBAL.append(Telemetry())
-            instrument = _GLOBAL[0]
-        embeddings = getattr(instrument, "embeddings", None)
-        span = embeddings(config, inputs, operation) if embeddings is not None else None
-        if span is not None:
-            return span  # type: ignore[no-any-return]
+    for instrument in instruments:
+        telemetry = _global() if instrument is trace_turns else instrument
+        if isinstance(telemetry, Telemetry):
+            span = telemetry.embeddings(config, inputs, operation)
+            if span is not None:
+                return span
     return None
+
+
+def _global() -> Telemetry:
+    """The one that follows the global providers (made the first time)."""
+    if not _GLOBAL:
+        from .telemetry import Telemetry
+
+        _GLOBAL.append(Telemetry())
+    return _GLOBAL[0]

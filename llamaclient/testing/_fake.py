@@ -15,7 +15,7 @@ from .._driver.limiter import Limiter
 from .._types.config import Config
 from .._types.messages import ToolCall
 from ._recording import load
-from ._request import FakeCall, FakeRequest, Reply, ReplyFunction, tool_call
+from ._request import FakeCall, FakeRequest, Reply, ReplyFunction, per_item, tool_call
 from ._response import FakeResponse, FakeTransport, Fault, Raw
 from ._router import serve_router
 from ._serving import FakeModel, Queued, Serving
@@ -169,9 +169,7 @@ class FakeLlama(Serving):
         self._fault = None
 
     def _answer(self, reply: Reply) -> Answer:
-        pace = reply.pace if isinstance(reply.pace, (int, float)) else tuple(reply.pace)
-        sure = reply.confidence
-        sure = sure if isinstance(sure, (int, float)) else tuple(sure)
+        pace, sure = per_item(reply.pace), per_item(reply.confidence)
         calls = tuple(self._call(c) for c in reply.tool_calls)
         return Answer(reply.content, reply.reasoning, calls, reply.chunk, reply.finish, pace, sure)
 

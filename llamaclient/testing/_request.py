@@ -72,13 +72,22 @@ class Reply:
     def __post_init__(self) -> None:
         if self.chunk is not None and self.chunk < 1:
             raise ValueError(f"chunk must be >= 1, not {self.chunk}")
-        paces = [self.pace] if isinstance(self.pace, (int, float)) else list(self.pace)
-        if any(not isinstance(p, (int, float)) or p < 0 for p in paces):
+        if not _every(self.pace, lambda p: not p < 0):
             raise ValueError(f"pace must be seconds >= 0, not {self.pace!r}")
-        sure = self.confidence
-        ps = [sure] if isinstance(sure, (int, float)) else list(sure)
-        if any(not isinstance(p, (int, float)) or not 0 < p <= 1 for p in ps):
-            raise ValueError(f"confidence must be probabilities in (0, 1], not {sure!r}")
+        if not _every(self.confidence, lambda p: 0 < p <= 1):
+            raise ValueError(f"confidence must be probabilities in (0, 1], not {self.confidence!r}")
+
+
+def _every(value: float | Sequence[float], ok: Callable[[float], bool]) -> bool:
+    """One number, or one each in order: each is a number that ``ok`` takes."""
+    items = [value] if isinstance(value, (int, float)) else list(value)
+    return all(isinstance(p, (int, float)) and ok(p) for p in items)
+
+
+def per_item(value: float | Sequence[float]) -> float | tuple[float, ...]:
+    """One number for every chunk or token, or one each in order (frozen, as an answer
+    keeps it)."""
+    return value if isinstance(value, (int, float)) else tuple(value)
 
 
 ReplyFunction = Callable[[FakeRequest], Reply | str | None]

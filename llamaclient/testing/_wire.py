@@ -245,16 +245,12 @@ class Answer:
 
     def probability(self, n: int) -> float:
         """The probability of the ``n``-th token (from 1)."""
-        if isinstance(self.confidence, tuple):
-            return self.confidence[n - 1] if n <= len(self.confidence) else 1.0
-        return self.confidence
+        return _nth(self.confidence, n, 1.0)
 
     def delay(self, n: int) -> float:
         """Seconds between the ``n``-th chunk of the answer (from 1: the tokens, then the
         finish chunk) and the one before it."""
-        if isinstance(self.pace, tuple):
-            return self.pace[n - 1] if n <= len(self.pace) else 0.0
-        return self.pace
+        return _nth(self.pace, n, 0.0)
 
     def deltas(self, max_tokens: int | None) -> tuple[list[dict[str, Any]], str]:
         """The token deltas in order, and the finish reason (``length`` when ``max_tokens``
@@ -286,6 +282,13 @@ class Answer:
                 for c in self.tool_calls
             ]
         return message
+
+
+def _nth(value: float | tuple[float, ...], n: int, past: float) -> float:
+    """The ``n``-th (from 1) of one number for all, or of one each (``past`` after them)."""
+    if isinstance(value, tuple):
+        return value[n - 1] if n <= len(value) else past
+    return value
 
 
 def _call_deltas(index: int, call: ToolCall, chunk: int | None) -> list[dict[str, Any]]:
@@ -404,7 +407,6 @@ class Layout:
         if done:
             self.out.append(Piece(DONE, len(deltas), self.at))
         return self.out
-
 
     def _token(self, delta: Mapping[str, Any], n: int) -> dict[str, Any]:
         """The chunk of the ``n``-th token, with its log-probability when they were asked
