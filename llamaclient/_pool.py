@@ -36,6 +36,7 @@ from ._types.completion import Completion
 from ._types.config import Config
 from ._types.errors import ConnectError, HTTPStatusError, InferError, StreamClosedEarlyError
 from ._types.events import Routed
+from ._types.messages import AssistantMessage
 from ._types.request import ChatRequest
 from ._types.server import Slot
 from ._types.totals import UsageTotals
@@ -188,7 +189,8 @@ class Pool:
         if balancer.needs_look(session, slot, now):
             await self._look()
             now = anyio.current_time()
-        route = balancer.route(session, slot, now, self._servers_for(request))
+        allowed, continuing = self._servers_for(request), _continuing(request)
+        route = balancer.route(session, slot, now, allowed, continuing=continuing)
         if route is None:
             raise ConnectError("no server of the pool is up")
         if self._hibernation is not None and session in self._hibernation.asleep:
@@ -283,6 +285,11 @@ class Pool:
 
 def _processing(slot: Slot) -> bool:
     return slot.is_processing
+
+
+def _continuing(request: ChatRequest) -> bool:
+    """Whether ``request`` carries an earlier turn of its conversation (an answer)."""
+    return any(isinstance(m, AssistantMessage) for m in request.messages)
 
 
 def _pinned(request: ChatRequest, route: Route) -> ChatRequest:

@@ -11,8 +11,10 @@ are doing, and asks it for a route. The expensive thing to lose is a session's p
   load (our requests in flight there) stays within ``(1 + epsilon)`` times the mean. So two
   processes, or a restarted one, put a session on the same server without sharing anything,
   and a server that leaves or joins moves only its own share of the sessions. A server whose
-  ``/metrics`` show deferred requests is skipped while another has a free slot. A request
-  without a session goes to the server with the most free slots.
+  ``/metrics`` show deferred requests is skipped while another has a free slot. A session
+  new to this balancer that already has earlier turns (a restarted or second process's
+  conversation) goes to its rendezvous server whatever the load, unpinned: its prompt cache
+  is there. A request without a session goes to the server with the most free slots.
 - While a server has no more sessions than slots, each session has a slot of its own, pinned
   (``id_slot``): its prompt stays in that slot's KV cache. Once it has more sessions than
   slots, its requests are not pinned: llama-server then picks the idle slot holding the
@@ -195,10 +197,15 @@ class Balancer:
         slot: int | None,
         now: float,
         allowed: Collection[int] | None = None,
+        *,
+        continuing: bool = False,
     ) -> Route | None:
         """The route of a request (``slot``: the request's own, which wins) among the
         ``allowed`` servers (None: all), or None when none is up. Call :meth:`start` with it
-        before any await."""
+        before any await. ``continuing``: the request carries earlier turns (an assistant
+        message), so a session new to this balancer is a conversation another process (or
+        this one, before a restart) placed: it goes to its rendezvous server, load bound or
+        not, because its prompt cache is there, unpinned (see :meth:`_hashed`)."""
         self._allowed = allowed
         if session is None:
             return self._fresh(slot, now, "new session")
@@ -207,7 +214,7 @@ class Balancer:
             self._sessions.move_to_end(session)
             if allowed is None or known.server in allowed:
                 return self._sticky(known, slot, now, session)
-        return self._hashed(session, slot, now, "new session")
+        return self._hashed(session, slot, now, "new session", continuing=continuing)
 
     def _sticky(self, known: _Session, slot: int | None, now: float, session: str) -> Route | None:
         server = self.servers[known.server]
@@ -249,25 +256,41 @@ class Balancer:
         return Route(index, slot, reason)
 
     def _hashed(
-        self, session: str, slot: int | None, now: float, reason: RoutedReason
+        self,
+        session: str,
+        slot: int | None,
+        now: float,
+        reason: RoutedReason,
+        *,
+        continuing: bool = False,
     ) -> Route | None:
         """A new (or moved) session's server: the highest rendezvous weight among the
-        servers up, allowed and within the load bound; one whose ``/metrics`` show deferred
-        requests only when no other has a free slot."""
+        servers up and allowed, within the load bound, one whose ``/metrics`` show deferred
+        requests only when no other has a free slot; and a slot of its own there, if one is
+        left. A ``continuing`` conversation skips the bound and gets no slot of its own: its
+        cache is on its rendezvous server, in whichever slot (or the host-RAM prompt cache)
+        the server finds it."""
         candidates = self._candidates(now)
         if not candidates:
             return None
-        servers = self.servers
-        total = sum(servers[i].weight() for i in candidates) + 1  # this one too
-        bound = math.ceil((1 + self.epsilon) * total / len(candidates))
         order = sorted(candidates, key=lambda i: weight(session, self.names[i]), reverse=True)
-        within = [i for i in order if servers[i].weight() + 1 <= bound] or order
-        if any(servers[i].free_slots() for i in within if not servers[i].deferred):
-            within = [i for i in within if not servers[i].deferred] or within
-        index = within[0]
+        if continuing:
+            return Route(order[0], slot, reason)
+        index = self._within(order)[0]
         if slot is None:
             slot = self._own_slot(self.servers[index])
         return Route(index, slot, reason)
+
+    def _within(self, order: list[int]) -> list[int]:
+        """``order``'s servers within the load bound (all, if none is), those without
+        deferred requests first while one of them has a free slot."""
+        servers = self.servers
+        total = sum(servers[i].weight() for i in order) + 1  # this one too
+        bound = math.ceil((1 + self.epsilon) * total / len(order))
+        within = [i for i in order if servers[i].weight() + 1 <= bound] or order
+        if any(servers[i].free_slots() for i in within if not servers[i].deferred):
+            within = [i for i in within if not servers[i].deferred] or within
+        return within
 
     def _candidates(self, now: float) -> list[int]:
         allowed = self._allowed

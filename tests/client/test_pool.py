@@ -10,7 +10,9 @@ import anyio
 import pytest
 
 from llamaclient import (
+    AssistantMessage,
     ChatEvent,
+    ChatMessage,
     ChatRequest,
     Client,
     Config,
@@ -93,6 +95,20 @@ async def test_routed_comes_first_and_a_new_session_goes_to_its_server_within_th
     assert routed == Routed("http://s2", 0, "new session")
     assert not routed.cache_lost
     assert fakes[2].requests[0].settings["id_slot"] == 0
+
+
+async def test_a_conversation_new_to_the_pool_goes_where_its_cache_is() -> None:
+    """A restarted agent's session comes back with an answer in its history: to its
+    rendezvous server, busy as it is (a new conversation there would go elsewhere), and
+    unpinned."""
+    fakes = [server(2), server(2), server(2)]
+    fakes[0].busy = {0, 1}
+    fakes[1].busy = {0}
+    history: list[ChatMessage] = [UserMessage("hi"), AssistantMessage("hello"), UserMessage("and?")]
+    async with pool(*fakes) as p:
+        routed, _ = await turn(p, ChatRequest(history, session=on(0, 2, n=3)))
+    assert routed == Routed("http://s0", None, "new session")
+    assert "id_slot" not in fakes[0].requests[0].settings  # the server finds the prefix
 
 
 async def test_a_session_stays_on_its_server_and_slot() -> None:

@@ -112,6 +112,28 @@ def test_a_server_deferring_requests_takes_no_new_session_while_another_has_a_fr
     assert route.server == 0
 
 
+def test_a_continuing_conversation_new_to_this_process_goes_to_its_rendezvous_server() -> None:
+    """A restarted process's sessions come back with their history: over the load bound,
+    deferring, everyone's slots busy there, each still goes where its cache is (a new
+    conversation in the same state goes elsewhere), and is not pinned to a slot that may not
+    hold it: llama-server finds the prefix in a slot or its host-RAM cache."""
+    b = balancer()
+    session = next(s for s in SESSIONS if placed(balancer(), [s])[s] == 0)
+    for _ in range(3):
+        b.start(None, Route(0, None, "new session"))
+    b.servers[0].saw([True, True], 0.0)
+    b.servers[0].deferred = 2
+    fresh = b.route(session, None, 0.0)
+    assert fresh is not None
+    assert fresh.server != 0
+    route = b.route(session, None, 0.0, continuing=True)
+    assert route == Route(0, None, "new session")  # unpinned: the server finds its cache
+    b.start(session, route)
+    b.finish(session, route, 0.0)
+    b.servers[0].saw([False, False], 1.0)
+    assert b.route(session, None, 1.0) == Route(0, None, "sticky")  # unpinned from then on
+
+
 def test_a_failover_goes_to_the_next_server_in_the_sessions_order() -> None:
     b = balancer()
     session = SESSIONS[0]
