@@ -6,7 +6,8 @@
 ``nox -s record`` re-record ``recordings/`` · ``nox -s demo`` the main job ·
 ``nox -s coverage`` the pure core at 100 % branch coverage · ``nox -s mutation`` mutmut per
 pure-core module (``-- sse body`` for some; see ``devtools/mutation.py``) · ``nox -s fuzz``
-the sans-I/O fuzz suite, long (``-- 100000`` examples per test; default 20000).
+the sans-I/O fuzz suite, long (``-- 100000`` examples per test; default 20000) ·
+``nox -s litellm`` the client behind LiteLLM's proxy (installs it: minutes, so not in CI).
 """
 
 from __future__ import annotations
@@ -103,6 +104,18 @@ def docs(session: nox.Session) -> None:
 def record(session: nox.Session) -> None:
     _install(session, "live")
     session.run("python", "-m", "devtools.record", *session.posargs)
+
+
+# LiteLLM's proxy, as measured (docs/balancers.md): its ``[proxy]`` extra brings ~150
+# packages, so the live suite leaves it out and this session runs it.
+LITELLM = "litellm[proxy]==1.108.7"
+
+
+@nox.session
+def litellm(session: nox.Session) -> None:
+    _install(session, "test", "live")
+    session.install(LITELLM)
+    session.run("pytest", "-m", "live", "tests/live/test_litellm_live.py", *session.posargs)
 
 
 @nox.session

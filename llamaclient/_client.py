@@ -159,7 +159,7 @@ class Client(ServerCalls):
         if spec is not None:
             request = msgspec.structs.replace(request, response_format=spec.response_format())
         plan = plan_for(self.config, request, spec, self._shared.history)
-        body = build_body(self.config, request)
+        body = build_body(self.config, request, proxied=self._shared.known.proxy is not None)
         limited = self._shared.limiter is not None
         target = Target(self.config, self._shared.known, body, limited=limited)
         observer = observer_for(self.instruments, plan, target) if self.instruments else None

@@ -337,7 +337,7 @@ class _Routing:
         if sleeping is not None and session in sleeping.asleep and route.slot is not None:
             await sleeping.restore(client, session, route.slot)  # its saved prompt, back
         request = _pinned(self._request, route)
-        body = build_body(client.config, request)
+        body = build_body(client.config, request, proxied=client._shared.known.proxy is not None)
         limited = client._shared.limiter is not None
         target = Target(client.config, client._shared.known, body, route.server, request, limited)
         return client._shared, target, Routed(pool._server_name(route.server), *route[1:])

@@ -18,7 +18,7 @@ from ._arguments.output import OutputDecoder
 from ._arguments.routing import LiveArguments
 from ._arguments.stream import ArgumentStream
 from ._driver.finalize import close_turn, schedule
-from ._driver.logs import escaped, fairness
+from ._driver.logs import escaped, fairness, proxied
 from ._driver.perform import Performer
 from ._transports.base import Response, TransportError
 from ._turn.commands import READ
@@ -230,6 +230,8 @@ class ChatStream:
         if self._observer is not None:
             self._observer.ended(turn, stopped=turn.completion is None and turn.error is None)
         await self._io.ended(turn)
+        if turn.context.proxied is not None:
+            proxied(turn.context.proxied)
         if turn.error is None:
             return StopAsyncIteration()
         escaped(turn.error, turn.context.model)

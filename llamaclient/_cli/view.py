@@ -21,6 +21,7 @@ from .. import (
     ChatEvent,
     Completion,
     Content,
+    Proxied,
     Queued,
     Reasoning,
     Resuming,
@@ -208,6 +209,8 @@ def _note_text(event: ChatEvent) -> str:
         return f"↻ the connection broke; resuming at byte {event.offset} ({event.error})"
     if isinstance(event, ThinkingCapped):
         return f"✂ thinking capped at {event.tokens} tokens"
+    if isinstance(event, Proxied):
+        return f"⚠ through {event.proxy}: no {', '.join(event.lost)}"
     return ""
 
 

@@ -20,9 +20,10 @@ from .._protocol.wire import ANY_DECODER
 from .._transports.base import Response, TimedTransport, Transport, TransportError
 from .._transports.choose import choose_transport, current_backend
 from .._turn.failures import typed_error
+from .._turn.known import Known
 from .._turn.secret import hide_key
 from .._types.config import Config
-from .._types.errors import RAW_KEPT, ProtocolError
+from .._types.errors import RAW_KEPT, InferError, ProtocolError
 
 if TYPE_CHECKING:
     import httpx
@@ -56,6 +57,7 @@ class Endpoint:
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self.headers: Mapping[str, str] = headers
+        self.known: Known | None = None  # what the client learnt (a proxy in the way)
 
     @property
     def transport(self) -> Transport:
@@ -202,9 +204,7 @@ class Endpoint:
         else its typed error."""
         status, data = await self.call("GET", self.model_path(path))
         if status >= 400:
-            error = status_error(status, data)
-            hide_key(error, self.config.api_key)  # a proxy's error page may quote the headers
-            raise error
+            raise self._error(status, data, path)
         return data
 
     async def post(self, path: str, body: bytes) -> bytes:
@@ -212,10 +212,18 @@ class Endpoint:
         error."""
         status, data = await self.call("POST", self.model_path(path), body)
         if status >= 400:
-            error = status_error(status, data)
-            hide_key(error, self.config.api_key)
-            raise error
+            raise self._error(status, data, path)
         return data
+
+    def _error(self, status: int, data: bytes, path: str) -> InferError:
+        """The typed error of a non-2xx answer to ``path``, the key hidden (a proxy's error
+        page may quote the headers); a 404 through a known proxy says why."""
+        error = status_error(status, data)
+        proxy = self.known.proxy if self.known is not None else None
+        if status == 404 and proxy is not None:
+            error.args = (f"{error} ({proxy} is a proxy: it passes on no {path})",)
+        hide_key(error, self.config.api_key)
+        return error
 
     def json_body(self, body: Any) -> bytes:
         """``body`` as JSON, for a router that finds the model in the body: a ``dict`` gets

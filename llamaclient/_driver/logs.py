@@ -8,7 +8,8 @@
 - ``llamaclient.turn`` (INFO): one line per finished turn: the model, the tokens in (and
   cached) and out, the times (queued, first token, prefill, decode), retries and resumes,
   why the prompt cache missed, and the outcome.
-- ``llamaclient.turn`` (WARNING): every error that escapes to the caller.
+- ``llamaclient.turn`` (WARNING): every error that escapes to the caller, and a proxy
+  found between the client and the server (``Proxied``: once per client).
 
 Never the API key (no header is logged, and errors are logged as the caller sees them, the
 key already hidden), and never the prompt or the answer. A turn asks the loggers' levels
@@ -32,6 +33,7 @@ from .._types.events import (
     ChatEvent,
     Content,
     ModelLoading,
+    Proxied,
     Queued,
     Reasoning,
     Resuming,
@@ -43,7 +45,7 @@ from .._types.events import (
 )
 from .observe import Observer, Outcome
 
-__all__ = ["HTTP", "LOG", "TURN", "TurnLog", "escaped", "fairness", "log_turns"]
+__all__ = ["HTTP", "LOG", "TURN", "TurnLog", "escaped", "fairness", "log_turns", "proxied"]
 
 LOG = logging.getLogger("llamaclient")
 LOG.addHandler(logging.NullHandler())  # a library: the application decides where logs go
@@ -66,6 +68,11 @@ def log_turns(plan: Plan, target: Target) -> Observer | None:
 def escaped(error: BaseException, model: str) -> None:
     """``error`` ends a turn of ``model`` and goes to the caller (the key already hidden)."""
     TURN.warning("chat %s failed: %s: %s", model or "-", type(error).__name__, error)
+
+
+def proxied(event: Proxied) -> None:
+    """A client found its server behind a proxy (once per client)."""
+    TURN.warning("through %s, which passes on no %s", event.proxy, ", ".join(event.lost))
 
 
 def fairness(events: int) -> None:

@@ -129,7 +129,7 @@ class Shared:
     def __init__(self, endpoint: Endpoint, limiter: Limiter | None = None) -> None:
         self.endpoint = endpoint
         self.limiter = limiter
-        self.known = Known()
+        self.known = endpoint.known = Known()
         self.lines = Lines()
         self.lookups: SingleFlight[tuple[int, bytes, bool]] = SingleFlight()
         name = endpoint.config.affinity_cookie

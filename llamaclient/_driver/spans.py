@@ -30,6 +30,7 @@ from .._types.events import (
     Content,
     ModelLoading,
     Progress,
+    Proxied,
     Queued,
     Reasoning,
     Resuming,
@@ -287,6 +288,7 @@ _POINTS: dict[type, tuple[str, Any]] = {
         lambda e: _dropped({"server": e.server, "reason": e.reason, "slot": e.slot}),
     ),
     ThinkingCapped: ("thinking_capped", lambda e: {"tokens": e.tokens}),
+    Proxied: ("proxied", lambda e: {"proxy": e.proxy, "lost": list(e.lost)}),
     CacheMiss: (
         "cache_miss",
         lambda e: {"expected": e.expected, "reused": e.reused, "reason": e.reason},

@@ -16,6 +16,8 @@ Rules (each is what the chat template and the prompt cache need):
 - always ``stream``, ``cache_prompt``, ``return_progress``, ``timings_per_token``,
   ``reasoning_control``, ``stream_options.include_usage`` and
   ``chat_template_kwargs.enable_thinking``; ``id_slot`` when the request pins a slot;
+- with a thinking budget, ``reasoning_budget_tokens``: the server ends the reasoning itself
+  there (see :func:`server_budget`);
 - request settings override the config's defaults; ``extra`` fields override everything.
 
 Invalid requests raise ``ValueError`` naming the problem, before any network.
@@ -43,7 +45,7 @@ from .._types.messages import (
 )
 from .._types.request import ChatRequest, LogitBias
 
-__all__ = ["build_body"]
+__all__ = ["build_body", "server_budget", "thinking_limit"]
 
 
 class _Function(msgspec.Struct, gc=False):
@@ -120,6 +122,7 @@ class _Body(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
     return_progress: bool = False
     timings_per_token: bool = False
     reasoning_control: bool = False
+    reasoning_budget_tokens: int | None = None
     max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
@@ -142,9 +145,29 @@ class _Body(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
 _ENCODER = msgspec.json.Encoder()
 
 
-def build_body(config: Config, request: ChatRequest, *, stream: bool = True) -> bytes:
-    """The JSON body for ``POST /v1/chat/completions``."""
+def thinking_limit(config: Config, request: ChatRequest) -> int | None:
+    """The thinking budget of ``request``: its own (0 turns the config's off), else the
+    config's; None: no cap."""
+    requested = request.thinking_budget
+    return config.thinking_budget if requested is None else requested or None
+
+
+def server_budget(limit: int, grace: int, proxied: bool) -> int:
+    """The ``reasoning_budget_tokens`` sent with a thinking budget of ``limit``. The client
+    ends the reasoning at ``limit`` with the control call, and the server's own budget is a
+    backstop ``grace`` tokens later (a server the call cannot reach still ends it, with no
+    error); through a proxy, which passes the body on but not the control call, the server's
+    budget is the limit itself."""
+    return limit if proxied else limit + grace
+
+
+def build_body(
+    config: Config, request: ChatRequest, *, stream: bool = True, proxied: bool = False
+) -> bytes:
+    """The JSON body for ``POST /v1/chat/completions`` (``proxied``: through a proxy that
+    passes no control call, see :func:`server_budget`)."""
     _check_request(request)
+    limit = thinking_limit(config, request)
     body = _Body(
         model=request.model or config.model or None,
         messages=[_message(m, i) for i, m in enumerate(request.messages)],
@@ -158,6 +181,9 @@ def build_body(config: Config, request: ChatRequest, *, stream: bool = True) -> 
         return_progress=stream,
         timings_per_token=stream,
         reasoning_control=True,
+        reasoning_budget_tokens=(
+            None if limit is None else server_budget(limit, config.thinking_grace, proxied)
+        ),
         max_tokens=_pick(request.max_tokens, config.max_tokens),
         temperature=_pick(request.temperature, config.temperature),
         top_p=_pick(request.top_p, config.top_p),

@@ -23,6 +23,8 @@ class Known:
     - ``input_tokens``: the server counts a chat's prompt itself
       (``/v1/chat/completions/input_tokens``); False: an older build, so ``/apply-template``
       then ``/tokenize``.
+    - ``proxy``: the proxy between the client and the server, as its answers name it
+      (``"LiteLLM 1.108.7"``; None: none seen). Once set, nothing is resumed.
     """
 
     __slots__ = (
@@ -30,6 +32,7 @@ class Known:
         "media_known",
         "modalities",
         "n_ctx",
+        "proxy",
         "reasoning_effort",
         "resume",
         "router",
@@ -43,3 +46,4 @@ class Known:
         self.n_ctx = 0
         self.input_tokens: bool | None = None
         self.reasoning_effort: bool | None = None  # the template renders reasoning_effort
+        self.proxy: str | None = None

@@ -12,6 +12,7 @@ which cancels any half-started one.
 from __future__ import annotations
 
 from .._protocol.models import router_error
+from .._protocol.proxies import proxy_of
 from .._protocol.retry import RETRYABLE_STATUS, retry_after_seconds
 from .._protocol.status import is_loading, status_error
 from .._types.errors import ContextOverflowError, ResumeError
@@ -58,6 +59,16 @@ def _break(streaming: Streaming, kind: str, message: str) -> Phase | None:
     )
 
 
+def _proxied(ctx: Context, header: Header) -> None:
+    """The first answer through a proxy: said once per client (``Proxied``), and nothing
+    is resumed from then on (the proxy passes neither the conversation id nor the routes)."""
+    proxied = ctx.proxied = proxy_of(header)
+    if proxied is not None:
+        ctx.known.proxy = proxied.proxy
+        ctx.known.resume = False
+        ctx.events.append(proxied)
+
+
 def _without_resume(streaming: Streaming) -> Streaming:
     streaming._breaks = None  # a server without resume: the break ends the turn, as it is
     return streaming
@@ -89,6 +100,8 @@ class Opening(Phase):
     def opened(self, status: int, header: Header) -> Phase:
         ctx = self.ctx
         ctx.open = True
+        if ctx.known.proxy is None:
+            _proxied(ctx, header)
         if status < 300:
             ctx.generating = True
             if "text/event-stream" in (header("content-type") or "").lower():

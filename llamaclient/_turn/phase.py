@@ -22,7 +22,7 @@ from .._protocol.retry import backoff_seconds
 from .._types.completion import Completion
 from .._types.config import Config
 from .._types.errors import ConnectError, InferError, LoadTimeoutError
-from .._types.events import ChatEvent, Retrying, Routed, Waiting
+from .._types.events import ChatEvent, Proxied, Retrying, Routed, Waiting
 from .._types.request import ChatRequest
 from .commands import Arm, Call, Close, Command, Done, Free, Leave, Route, Sleep
 from .failures import typed_error
@@ -93,6 +93,7 @@ class Context:
         "open",
         "optimistic",
         "plan",
+        "proxied",
         "request",
         "resumes",
         "server",
@@ -113,7 +114,7 @@ class Context:
         self.limited = target.limited  # its client has a shared concurrency limit
         self.admitted = False  # the turn waits for, or holds, a place under it (admission)
         self.asm = Assembler(self.request.top_logprobs)
-        self.budget = plan.budget(self.config)
+        self.budget = plan.budget(self.config, self.known.proxy is not None)
         self.offset = plan.offset
         self.events: list[ChatEvent] = []
         self.generating = False
@@ -127,6 +128,7 @@ class Context:
         self.load_refused = 0
         self.armed: set[str] = set()
         self.resumes = 0  # reconnects tried so far (a turn has max(max_retries, 1))
+        self.proxied: Proxied | None = None  # this turn found the client behind a proxy
 
     def aim(self, target: Target) -> None:
         """A pool chose the server: the turn goes on with its config, facts and body."""
@@ -138,7 +140,7 @@ class Context:
         self.model = self.request.model or self.config.model
         self.affinity = affinity(self.config, self.request, self.plan.conversation_id)
         self.limited = self.limited or target.limited
-        self.budget = self.plan.budget(self.config)
+        self.budget = self.plan.budget(self.config, self.known.proxy is not None)
 
     # -- what the phases use ---------------------------------------------------------------
     @property

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._arguments.output import OutputDecoder
+from .._protocol.body import thinking_limit
 from .._types.config import Config
 from .._types.events import ChatEvent
 from .._types.request import ChatRequest
@@ -100,8 +101,6 @@ class Plan:
         self.jitter = jitter  # the backoff's randomness (None: the random module's)
         self.history = None if reattach else history  # a reattached turn has no request
 
-    def budget(self, config: Config) -> Budget | None:
-        """The thinking budget at ``config`` (None: no cap)."""
-        return Budget.of(
-            self.request.thinking_budget, config.thinking_budget, config.thinking_grace
-        )
+    def budget(self, config: Config, proxied: bool = False) -> Budget | None:
+        """The thinking budget at ``config`` (None: no cap); ``proxied``: through a proxy."""
+        return Budget.of(thinking_limit(config, self.request), config.thinking_grace, proxied)

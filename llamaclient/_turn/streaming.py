@@ -94,13 +94,17 @@ class Streaming(Phase):
         while self._at < len(pending):
             payload = pending[self._at]
             self._at += 1
+            before = len(events)
             try:
                 events += asm.push(payload)
             except InferError as exc:
                 failure = None if asm.is_done else exc
                 break
             verdict = budget.after(asm)
-            if verdict == "over":
+            if verdict == "ended":  # the server's own budget: said before what followed it
+                self.tokens = asm.reasoning_tokens
+                events.insert(before, ThinkingCapped(self.tokens))
+            elif verdict == "over":
                 failure = budget.overrun(asm)
                 break
             if verdict == "ask":

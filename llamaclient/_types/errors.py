@@ -158,11 +158,12 @@ class AuthenticationError(HTTPStatusError):
 
 
 class ContextOverflowError(HTTPStatusError):
-    """The prompt does not fit the slot's context: the server's ``exceed_context_size_error``,
-    or, with ``Config(preflight=True)``, found before sending (``preflight`` True: the
-    prompt, counted by the server, plus ``max_tokens`` is more than ``n_ctx``; nothing was
-    evaluated). ``n_prompt_tokens``, ``max_tokens`` (the request's, None when unset) and
-    ``n_ctx`` (a slot's context) are the numbers."""
+    """The prompt does not fit the slot's context: the server's ``exceed_context_size_error``
+    (or its words, as a proxy such as LiteLLM quotes them), or, with ``Config(preflight=True)``,
+    found before sending (``preflight`` True: the prompt, counted by the server, plus
+    ``max_tokens`` is more than ``n_ctx``; nothing was evaluated). ``n_prompt_tokens``,
+    ``max_tokens`` (the request's, None when unset) and ``n_ctx`` (a slot's context) are the
+    numbers."""
 
     n_prompt_tokens: int
     n_ctx: int
@@ -213,7 +214,8 @@ class UnsupportedInputError(InferError):
 
 
 class ModelNotFoundError(HTTPStatusError):
-    """A router has no model by that name (``404`` on load, ``400 model '<x>' not found``)."""
+    """The server has no model by that name: a router (``404`` on load, ``400 model '<x>'
+    not found``), or a proxy that routes by model (LiteLLM: ``400 Invalid model name``)."""
 
 
 class ModelNotLoadedError(HTTPStatusError):

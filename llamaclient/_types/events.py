@@ -18,6 +18,7 @@
         case Resuming(attempt, offset, error): ...  # reconnecting after a cut: nothing lost
         case ModelLoading(model, status): ...  # a router is loading the model
         case Routed(server, slot, reason): ...  # a Pool chose this server (first event)
+        case Proxied(proxy, lost): ...  # a proxy is in the way: what it loses (once per client)
 
 Events are frozen: never filled in later.
 """
@@ -40,6 +41,7 @@ __all__ = [
     "ModelLoading",
     "OutputDelta",
     "Progress",
+    "Proxied",
     "Queued",
     "Reasoning",
     "Resuming",
@@ -166,8 +168,9 @@ class OutputDelta(msgspec.Struct, frozen=True, gc=False, repr_omit_defaults=True
 
 
 class ThinkingCapped(msgspec.Struct, frozen=True, gc=False):
-    """The thinking budget ran out after ``tokens`` reasoning tokens; the client asked the
-    server to end the reasoning. The answer follows."""
+    """The thinking budget ran out after ``tokens`` reasoning tokens, and the reasoning was
+    ended: the server accepted the client's call, or its own budget (the body's
+    ``reasoning_budget_tokens``) ended it. The answer follows."""
 
     tokens: int
 
@@ -218,6 +221,20 @@ class Routed(msgspec.Struct, frozen=True, gc=False):
         return self.reason in ("failover", "slot busy")
 
 
+class Proxied(msgspec.Struct, frozen=True, gc=False):
+    """The server is reached through ``proxy`` (its name and version, as its answer said:
+    ``"LiteLLM 1.108.7"``), which passes the chat on but not llama-server's own routes or
+    headers. ``lost`` names what this client cannot do through it: ``"resume"`` (a broken
+    stream ends the turn at once, with its partial), ``"slots"`` (``slots()``, ``props()``,
+    ``metrics()``, a ``Pool``'s looks) and ``"token counts"`` (``count_tokens()``,
+    ``tokenize()``, the pre-flight). The thinking budget is kept: the server applies it
+    from the body. Yielded once per client, in the first stream whose answer shows the
+    proxy, before any output; logged once as a WARNING on ``llamaclient.turn``."""
+
+    proxy: str
+    lost: tuple[str, ...]
+
+
 ChatEvent = (
     Queued
     | Waiting
@@ -234,4 +251,5 @@ ChatEvent = (
     | Resuming
     | ModelLoading
     | Routed
+    | Proxied
 )

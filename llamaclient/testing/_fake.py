@@ -64,6 +64,11 @@ class FakeLlama(Serving):
     ``/v1/chat/completions/input_tokens``) makes a token of each character and a line of
     each message (``<|role|>content``).
 
+    ``litellm``: it is reached through LiteLLM's proxy of that version (``"1.108.7"``): every
+    chat answer carries ``x-litellm-version``, the request's ``X-Conversation-Id`` is not
+    passed on (nothing resumes), and every route but the chat, ``/models`` and ``/health``
+    answers ``404 {"detail": "Not Found"}``, as the real proxy does.
+
     With ``models`` it is a router (llama-server without ``-m``): see :class:`FakeModel`.
     A load takes ``load_looks`` looks at ``GET /models``; at most ``models_max`` models run
     at once (a load past it stops the least recently used idle one, or fails when none is).
@@ -90,8 +95,10 @@ class FakeLlama(Serving):
         slot_save_path: bool = False,
         embeddings: bool = False,
         reranking: bool = False,
+        litellm: str | None = None,
     ) -> None:
         self.model = model
+        self.litellm = litellm
         self.n_ctx = n_ctx
         self.n_slots = n_slots
         self.resumable = resumable

@@ -83,6 +83,10 @@ class FakeResponse(Response):
         name = name.lower()
         return next((v for k, v in self._headers if k == name), None)
 
+    def add_header(self, name: str, value: str) -> None:
+        """One more header (what a proxy in front of the server adds)."""
+        self._headers.append((name.lower(), value))
+
     def started(self, now: float) -> FakeResponse:
         """Start the server's clock: each step is due its seconds after ``now``."""
         self._start = now

@@ -32,6 +32,7 @@ __all__ = ["FakeModel", "Queued", "Serving"]
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 SSE = (("Content-Type", "text/event-stream"), ("Transfer-Encoding", "chunked"))
+_THROUGH_LITELLM = frozenset({"/v1/models", "/models", "/health"})  # beside the chat
 PUBLIC = ("/health", "/v1/health")  # answered without the API key
 NO_REPLY = "FakeLlama has no reply queued for this request: call fake.reply(...) first"
 # llama-server refuses it (llama.cpp#28478); n_probs gives the same answer there.
@@ -105,6 +106,7 @@ class Serving:
     load_looks: int
     models_max: int
     api_key: str | None
+    litellm: str | None
     requests: list[FakeRequest]
     calls: list[FakeCall]
     down: bool
@@ -147,6 +149,11 @@ class Serving:
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         data = parse(body)
         lower = {k.lower(): v for k, v in headers.items()}
+        if self.litellm is not None:
+            lower.pop("x-conversation-id", None)  # LiteLLM does not pass it on
+            if not chat and path not in _THROUGH_LITELLM:
+                self.calls.append(FakeCall(method, path, query, data, lower))
+                return json_response(404, {"detail": "Not Found"})
         call = FakeCall(method, path, query, data, lower)
         self.calls.append(call)
         request = None
@@ -158,8 +165,12 @@ class Serving:
         if self.api_key is not None and path not in PUBLIC and not self._keyed(lower):
             return error_response(401, "Invalid API Key")
         if self.models:
-            return self._routed(call, request, (url, headers, body, read_timeout))
-        return self._as_model(call, request, read_timeout)
+            response = self._routed(call, request, (url, headers, body, read_timeout))
+        else:
+            response = self._as_model(call, request, read_timeout)
+        if self.litellm is not None:
+            response.add_header("x-litellm-version", self.litellm)
+        return response
 
     def _keyed(self, headers: Mapping[str, str]) -> bool:
         """Whether the request carries the API key, in any of llama-server's three ways."""

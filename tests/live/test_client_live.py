@@ -324,15 +324,42 @@ async def test_request_budget_overrides_config(base_url: str) -> None:
     assert uncapped.usage.completion_tokens == 40
 
 
+async def test_the_servers_own_budget_ends_what_the_control_call_could_not(
+    base_url: str, live_transport: TransportName
+) -> None:
+    """The control call refused (as a proxy's 404 would be): the body's backstop, budget +
+    grace, ends the reasoning on the server, with no error, and ThinkingCapped says so."""
+    config = live_config(base_url, live_transport, thinking_budget=8, thinking_grace=12)
+    request = script_request(
+        "endless_reasoning", max_tokens=2000, extra={"reasoning_control": False}
+    )
+    async with Client(config) as client:
+        stream = client.chat(request)
+        events, error = await drain(stream)
+    assert error is None
+    assert [e for e in events if isinstance(e, ThinkingCapped)] == [ThinkingCapped(8 + 12 - 1)]
+    out = output(events)
+    assert isinstance(out[out.index(ThinkingCapped(19)) + 1], Content)  # before the answer
+    completion = stream.completion
+    assert completion.thinking_capped
+    assert completion.reasoning_tokens == 19
+    assert completion.content == AFTER_REASONING_END
+
+
+# A server that neither takes the control call nor applies the body's budget (the client
+# sends reasoning_budget_tokens as a backstop; -1 is the server's "no budget").
+DEAF = {"reasoning_control": False, "reasoning_budget_tokens": -1}
+
+
 async def test_thinking_overrun_when_the_control_cannot_act(
     base_url: str, live_transport: TransportName
 ) -> None:
-    """A request sent with ``reasoning_control: false`` (via ``extra``): the server refuses
-    the control call (so no ThinkingCapped), the reasoning goes on, and the client stops it
-    after the grace."""
+    """A request sent with ``reasoning_control: false`` and no server budget (via ``extra``):
+    the server refuses the control call (so no ThinkingCapped), the reasoning goes on, and the
+    client stops it after the grace."""
     config = live_config(base_url, live_transport, thinking_budget=8, thinking_grace=12)
     request = script_request(
-        "endless_reasoning", max_tokens=2000, slot=1, extra={"reasoning_control": False}
+        "endless_reasoning", max_tokens=2000, slot=1, extra=DEAF
     )
     async with Client(config) as client:
         events, error = await drain(client.chat(request))
@@ -357,7 +384,7 @@ async def test_overrun_events_hold_all_the_partial_reasoning(base_url: str) -> N
     of the payload that crossed the grace is yielded too, not only folded into the partial."""
     config = live_config(base_url, thinking_budget=8, thinking_grace=12)
     request = script_request(
-        "endless_reasoning", max_tokens=2000, extra={"reasoning_control": False}
+        "endless_reasoning", max_tokens=2000, extra=DEAF
     )
     async with Client(config) as client:
         events, error = await drain(client.chat(request))

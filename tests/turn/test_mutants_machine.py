@@ -17,7 +17,7 @@ from llamaclient._turn.plan import Target
 from llamaclient._types.events import ChatEvent, Content, Reasoning, ToolCallDelta
 from tests.support import streams
 from tests.support.streams import ROLE, chunk, timings
-from tests.turn.script import Fail, Server, config, drive, stream_body, turn
+from tests.turn.script import SSE, Fail, Server, config, drive, stream_body, turn
 
 
 def _call(index: int, arguments: str, name: str | None = None) -> dict[str, Any]:
@@ -51,7 +51,7 @@ MIXED = [
 def _streamed(chunks: list[dict[str, Any]]) -> tuple[ChatTurn, list[ChatEvent]]:
     """A turn that got ``chunks`` in one read (one batch of events)."""
     t = turn()
-    t.opened(200, lambda name: "text/event-stream")
+    t.opened(200, {"content-type": "text/event-stream"}.get)
     events = t.data(stream_body(chunks, done=False))
     return t, events
 
@@ -122,7 +122,7 @@ def test_an_unexpected_input_is_named_with_the_phase_and_its_command(
     """The driver bug's message names the input, the phase and what the turn asked for."""
     t = turn()
     if name == "woke":
-        t.opened(200, lambda n: "text/event-stream")  # streaming: only data() and failed()
+        t.opened(200, SSE.get)  # streaming: only data() and failed()
     else:
         t.failed("connect", "refused")  # backing off: only woke()
     expected = f"{name}() while the turn is {t.phase} ({t.command!r})"

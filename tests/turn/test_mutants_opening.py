@@ -155,7 +155,7 @@ def test_without_a_model_a_router_refusal_is_a_plain_status_error() -> None:
 
 def test_a_body_handed_over_whole_is_not_taken_for_a_cut_one() -> None:
     t = turn()
-    t.opened(500, lambda name: "application/json")
+    t.opened(500, {"content-type": "application/json"}.get)
     t.body(b'{"error":{"code":500,"message":"boom"}}')
     assert isinstance(t.outcome, HTTPStatusError)
     assert "cut at max_error_body_bytes" not in str(t.outcome)
@@ -167,7 +167,7 @@ def test_a_body_before_any_status_is_a_driver_bug_named_exactly() -> None:
         t.body(b"")
     assert str(caught.value) == f"body() while the turn is sending the chat ({t.command!r})"
     r = turn()
-    r.opened(200, lambda name: "text/event-stream")
+    r.opened(200, {"content-type": "text/event-stream"}.get)
     r.failed("read", "cut")
     r.performed()  # the broken response is closed: the resume request goes
     with pytest.raises(TurnError) as resumed:

@@ -9,6 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from llamaclient import (
+    ChatRequest,
+    Config,
     ConnectError,
     Content,
     InferError,
@@ -16,8 +18,10 @@ from llamaclient import (
     Routed,
     StalledError,
     StreamClosedEarlyError,
+    UserMessage,
     WaitTimeoutError,
 )
+from llamaclient._protocol.body import thinking_limit
 from llamaclient._turn.budget import Budget, control_body
 from llamaclient._turn.commands import READ, Close, Done, Leave, Route, Send
 from llamaclient._turn.failures import typed_error
@@ -39,7 +43,7 @@ def test_what_the_driver_reads_follows_the_turn() -> None:
     )
     assert t.partial() is None
     assert t.generating is False
-    t.opened(200, lambda name: "text/event-stream")
+    t.opened(200, {"content-type": "text/event-stream"}.get)
     assert (t.phase, t.command, t.generating, t.offset) == ("streaming", READ, True, 0)
     t.data(answer().body[1])  # type: ignore[arg-type]
     assert t.offset > 0
@@ -57,7 +61,7 @@ def test_the_partial_seen_leaves_out_what_the_consumer_has_not_taken() -> None:
 
     t = turn()
     assert t.partial_seen(()) is EMPTY  # nothing arrived yet
-    t.opened(200, lambda name: "text/event-stream")
+    t.opened(200, {"content-type": "text/event-stream"}.get)
     events = t.data(b"".join(answer().body[:4]))  # type: ignore[arg-type]
     assert events == [Content("Hi"), Content("!\n")]
     assert t.partial_seen(events[1:]).content == "Hi"
@@ -115,7 +119,7 @@ def test_a_phase_refuses_every_input_it_does_not_expect() -> None:
         with pytest.raises(TurnError, match="while the turn is backing off"):
             feed()
     r = turn()
-    r.opened(200, lambda name: "text/event-stream")
+    r.opened(200, {"content-type": "text/event-stream"}.get)
     r.failed("read", "cut")  # resuming: the broken response is closed first
     r.performed()
     with pytest.raises(TurnError, match="body"):
@@ -226,9 +230,19 @@ def test_the_key_is_hidden_in_every_error_of_a_chain_each_once() -> None:
 
 
 def test_the_budget_of_a_request_and_of_a_config() -> None:
-    assert Budget.of(None, None, 9) is None
-    assert Budget.of(0, 100, 9) is None  # 0 turns the config's off
-    budget = Budget.of(None, 100, 9)
+    def limit(requested: int | None, configured: int | None) -> int | None:
+        config = Config("http://x", thinking_budget=configured)
+        return thinking_limit(config, ChatRequest([UserMessage("hi")], thinking_budget=requested))
+
+    assert limit(None, None) is None
+    assert limit(0, 100) is None  # 0 turns the config's off
+    assert limit(None, 100) == 100
+    assert limit(7, 100) == 7
+    assert Budget.of(None, 9) is None
+    budget = Budget.of(100, 9)
     assert budget is not None
-    assert (budget.limit, budget.grace) == (100, 9)
+    assert (budget.limit, budget.grace, budget.server) == (100, 9, 109)  # the server's backstop
+    proxied = Budget.of(100, 9, proxied=True)
+    assert proxied is not None
+    assert proxied.server == 100  # no control call through the proxy: the server's own
     assert control_body("id", "") == b'{"id":"id","action":"reasoning_end"}'
