@@ -54,7 +54,21 @@ MODULES: dict[str, Module] = {
             "tests/core/test_dialects.py",
         ),
     ),
-    "body": Module(("llamaclient/_protocol/body.py",), ("tests/core/test_body.py",)),
+    "body": Module(
+        ("llamaclient/_protocol/body.py",),
+        ("tests/core/test_body.py", "tests/turn/test_proxied.py"),
+    ),
+    # What a non-2xx answer means (llama-server's and a proxy's envelopes), and the proxy
+    # an answer names.
+    "status": Module(
+        ("llamaclient/_protocol/status.py", "llamaclient/_protocol/proxies.py"),
+        (
+            "tests/core/test_server_info.py",
+            "tests/core/test_dialects.py",
+            "tests/core/test_types.py",
+            "tests/turn/test_proxied.py",
+        ),
+    ),
     "assembler": Module(
         ("llamaclient/_protocol/assembler.py",),
         (
