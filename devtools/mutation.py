@@ -56,17 +56,29 @@ MODULES: dict[str, Module] = {
     ),
     "body": Module(
         ("llamaclient/_protocol/body.py",),
-        ("tests/core/test_body.py", "tests/turn/test_proxied.py"),
+        (
+            "tests/core/test_body.py",
+            "tests/core/test_messages.py",
+            "tests/core/test_logprobs.py",
+            "tests/core/test_openai.py",
+            "tests/core/test_dialects.py",
+            "tests/turn/test_effort.py",
+            "tests/turn/test_proxied.py",
+            "tests/output/test_typed.py",
+        ),
     ),
     # What a non-2xx answer means (llama-server's and a proxy's envelopes), and the proxy
     # an answer names.
     "status": Module(
         ("llamaclient/_protocol/status.py", "llamaclient/_protocol/proxies.py"),
         (
+            "tests/core/test_status.py",
             "tests/core/test_server_info.py",
             "tests/core/test_dialects.py",
             "tests/core/test_types.py",
             "tests/turn/test_proxied.py",
+            "tests/turn/test_opening.py",
+            "tests/turn/test_mutants_opening.py",
         ),
     ),
     "assembler": Module(

@@ -40,6 +40,7 @@ CONTROL = "/v1/chat/completions/control"
 def test_litellm_is_known_by_its_version_header() -> None:
     assert proxy_of(LITELLM.get) == SAID
     assert proxy_of(SSE.get) is None
+    assert proxy_of({"x-litellm-version": ""}.get) == Proxied("LiteLLM", LITELLM_LOST)
     assert proxy_of({"x-litellm-version": " " + "9" * 99}.get) == Proxied(
         "LiteLLM " + "9" * 40, LITELLM_LOST
     )
@@ -108,6 +109,8 @@ def test_the_body_carries_the_servers_budget() -> None:
     assert sent(ChatRequest(hi, thinking_budget=0)) is None
     assert sent(ChatRequest(hi, extra={"reasoning_budget_tokens": -1})) == -1
     assert "reasoning_budget_tokens" not in build_body(config(), ChatRequest(hi)).decode()
+    by_default = msgspec.json.decode(build_body(conf, ChatRequest(hi)))
+    assert by_default["reasoning_budget_tokens"] == 120  # not through a proxy unless told
 
 
 def test_through_a_proxy_the_servers_own_budget_ends_the_reasoning_and_that_is_shown() -> None:
@@ -183,10 +186,20 @@ def test_a_prompt_over_the_context_is_an_overflow_with_the_numbers() -> None:
     assert (error.type, error.code) == ("invalid_request_error", "400")
 
 
+def test_llama_servers_own_overflow_is_read_from_its_fields_whatever_its_words() -> None:
+    body = (
+        b'{"error":{"code":400,"message":"the prompt is too long","type":'
+        b'"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}'
+    )
+    error = status_error(400, body)
+    assert isinstance(error, ContextOverflowError)
+    assert (error.n_prompt_tokens, error.n_ctx, error.code) == (5000, 4096, 400)
+
+
 def test_a_model_the_proxy_does_not_route_is_not_found() -> None:
     error = status_error(400, UNKNOWN_MODEL)
     assert type(error) is ModelNotFoundError
-    assert error.code == "400"
+    assert (error.status, error.type, error.code) == (400, "invalid_request_error", "400")
     assert error.message is not None
     assert error.message.startswith("/chat/completions: Invalid model name passed in model=nope")
 
