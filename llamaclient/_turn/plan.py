@@ -101,6 +101,6 @@ class Plan:
         self.jitter = jitter  # the backoff's randomness (None: the random module's)
         self.history = None if reattach else history  # a reattached turn has no request
 
-    def budget(self, config: Config, proxied: bool = False) -> Budget | None:
+    def budget(self, config: Config, proxied: bool) -> Budget | None:
         """The thinking budget at ``config`` (None: no cap); ``proxied``: through a proxy."""
         return Budget.of(thinking_limit(config, self.request), config.thinking_grace, proxied)

@@ -132,6 +132,9 @@ def test_a_continuing_conversation_new_to_this_process_goes_to_its_rendezvous_se
     b.finish(session, route, 0.0)
     b.servers[0].saw([False, False], 1.0)
     assert b.route(session, None, 1.0) == Route(0, None, "sticky")  # unpinned from then on
+    assert b.route("another", 1, 1.0, continuing=True) == Route(  # its own slot still wins
+        max(range(3), key=lambda i: weight("another", NAMES[i])), 1, "new session"
+    )
 
 
 def test_a_failover_goes_to_the_next_server_in_the_sessions_order() -> None:
@@ -143,6 +146,22 @@ def test_a_failover_goes_to_the_next_server_in_the_sessions_order() -> None:
     assert route is not None
     order = sorted(range(3), key=lambda i: weight(session, NAMES[i]), reverse=True)
     assert (route.server, route.reason) == (order[1], "failover")
+    assert route.slot is not None  # a moved session is new there: a slot of its own
+
+
+def test_a_failover_keeps_to_the_load_bound() -> None:
+    """Unlike a restarted process's conversation, a session moved by a failover takes the
+    bound: its next server over it, the one after."""
+    b = balancer()
+    session = SESSIONS[0]
+    first = placed(b, [session])[session]
+    order = sorted(range(3), key=lambda i: weight(session, NAMES[i]), reverse=True)
+    b.servers[first].failed(0.0)
+    for _ in range(3):
+        b.start(None, Route(order[1], None, "new session"))
+    route = b.route(session, None, 0.1)
+    assert route is not None
+    assert (route.server, route.reason) == (order[2], "failover")
 
 
 def test_a_request_without_a_session_goes_to_the_freest_allowed_server_or_nowhere() -> None:
