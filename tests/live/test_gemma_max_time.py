@@ -11,16 +11,15 @@ import pytest
 
 from devtools.llama_server import LlamaServer
 from llamaclient import ChatRequest, Client, Config, UserMessage
-from llamaclient._embedded import gemma_path
+from llamaclient._embedded import GEMMA_FLAGS, gemma_path
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
 def gemma(llama_server_binary: Path, tmp_path: Path) -> Iterator[LlamaServer]:
-    flags = ("--no-jinja", "--chat-template", "gemma", "-np", "1", "-c", "2048")
     with LlamaServer(
-        gemma_path(), *flags, log_path=tmp_path / "gemma.log", binary=llama_server_binary
+        gemma_path(), *GEMMA_FLAGS, log_path=tmp_path / "gemma.log", binary=llama_server_binary
     ) as server:
         yield server
 

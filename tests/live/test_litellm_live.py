@@ -35,7 +35,7 @@ from llamaclient import (
     ToolCallDone,
     UserMessage,
 )
-from llamaclient._embedded import gemma_path
+from llamaclient._embedded import GEMMA_FLAGS, gemma_path
 from tests.live.chat import drain, live_config, output, script_request
 from tests.live.litellm import KEY, available, litellm_proxy
 from tests.live.proxy import CutProxy
@@ -62,10 +62,7 @@ def servers(
     """The scripted model and Gemma, each on a llama-server of its own."""
     binary = llama_server_binary
     scripted = LlamaServer(scripted_model_path, "-np", "2", "-c", "8192", binary=binary)
-    gemma = LlamaServer(
-        gemma_path(), "--no-jinja", "--chat-template", "gemma", "-c", "2048", "-np", "1",
-        binary=binary,
-    )  # fmt: skip
+    gemma = LlamaServer(gemma_path(), *GEMMA_FLAGS, binary=binary)  # the main job's flags
     scripted.start()
     try:
         gemma.start()

@@ -29,7 +29,7 @@ from llamaclient import (
     ToolSchema,
     UserMessage,
 )
-from llamaclient._embedded import gemma_path
+from llamaclient._embedded import GEMMA_FLAGS, gemma_path
 from tests.live.chat import drain, output, script_request
 
 pytestmark = pytest.mark.anyio
@@ -58,17 +58,7 @@ PROMPT = "Invent a person. Answer in JSON with name, age and address."
 @pytest.fixture(scope="module")
 def gemma_url(llama_server_binary: Any) -> Iterator[str]:
     """Gemma 3 270M on a llama-server of its own (the demo's flags), for this module."""
-    server = LlamaServer(
-        gemma_path(),
-        "--no-jinja",
-        "--chat-template",
-        "gemma",
-        "-c",
-        "2048",
-        "-np",
-        "1",
-        binary=llama_server_binary,
-    )
+    server = LlamaServer(gemma_path(), *GEMMA_FLAGS, binary=llama_server_binary)
     server.start()
     try:
         yield server.base_url
