@@ -151,11 +151,10 @@ class Serving:
         lower = {k.lower(): v for k, v in headers.items()}
         if self.litellm is not None:
             lower.pop("x-conversation-id", None)  # LiteLLM does not pass it on
-            if not chat and path not in _THROUGH_LITELLM:
-                self.calls.append(FakeCall(method, path, query, data, lower))
-                return json_response(404, {"detail": "Not Found"})
         call = FakeCall(method, path, query, data, lower)
         self.calls.append(call)
+        if self.litellm is not None and not chat and path not in _THROUGH_LITELLM:
+            return json_response(404, {"detail": "Not Found"})
         request = None
         if chat:
             request = decode(data if isinstance(data, dict) else {}, lower, query)
